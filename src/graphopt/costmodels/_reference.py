@@ -1,0 +1,149 @@
+"""Plain, literal implementation of the scoring rules: the oracle the numba kernels are tested against.
+
+It follows COST_MODEL.md sections 3-5 word by word, with Python sets and dicts, and measures the
+memory of every device at every step. Slow by design; never call it on a hot path.
+"""
+
+from __future__ import annotations
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Score, check_shapes, raise_violation, speedup
+from graphopt.costmodels.validity import Violation
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
+
+
+def reference_check(graph: Graph, solution: Solution) -> tuple[Violation, int, int]:
+    """First rule of section 3 the solution breaks, as (violation, where, detail)."""
+    d = solution.n_devices
+    place = [int(p) for p in solution.placement]
+    for op, device in enumerate(place):
+        if not 0 <= device < d:
+            return Violation.PLACEMENT_OUT_OF_RANGE, op, -1
+    implied = set()
+    for t in range(graph.n_tensors):
+        source = place[graph.tensor_producer[t]]
+        for consumer in graph.consumers(t):
+            if place[consumer] != source:
+                implied.add((t, place[consumer]))
+    ran: set[int] = set()
+    moved: set[tuple[int, int]] = set()
+    for position, code in enumerate(int(c) for c in solution.order):
+        if not 0 <= code < graph.n_ops + graph.n_tensors * d:
+            return Violation.UNKNOWN_EVENT, position, -1
+        if code < graph.n_ops:
+            if code in ran:
+                return Violation.OP_REPEATED, position, -1
+            for t in graph.inputs(code):
+                producer = int(graph.tensor_producer[t])
+                if place[producer] == place[code]:
+                    available = producer in ran
+                else:
+                    available = (int(t), place[code]) in moved
+                if not available:
+                    return Violation.INPUT_NOT_AVAILABLE, position, int(t)
+            ran.add(code)
+        else:
+            t, device = divmod(code - graph.n_ops, d)
+            if (t, device) not in implied:
+                return Violation.TRANSFER_NOT_IMPLIED, position, -1
+            if (t, device) in moved:
+                return Violation.TRANSFER_REPEATED, position, -1
+            if int(graph.tensor_producer[t]) not in ran:
+                return Violation.TRANSFER_BEFORE_PRODUCER, position, -1
+            moved.add((t, device))
+    for op in range(graph.n_ops):
+        if op not in ran:
+            return Violation.OP_MISSING, op, -1
+    for t, device in sorted(implied - moved):
+        return Violation.TRANSFER_MISSING, graph.n_ops + t * d + device, -1
+    return Violation.NONE, -1, -1
+
+
+def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
+    """Peak memory of each device (section 4) of a valid solution."""
+    d = solution.n_devices
+    place = [int(p) for p in solution.placement]
+    events = [int(c) for c in solution.order]
+    # The step of the last reader of each copy (tensor, device).
+    last_read: dict[tuple[int, int], int] = {}
+    for step, code in enumerate(events):
+        if code < graph.n_ops:
+            for t in graph.inputs(code):
+                last_read[(int(t), place[code])] = step
+        else:
+            t = (code - graph.n_ops) // d
+            last_read[(t, place[graph.tensor_producer[t]])] = step
+    home = {t: place[graph.tensor_producer[t]] for t in range(graph.n_tensors)}
+    persistent = {t for t in range(graph.n_tensors) if graph.tensor_persistent[t]}
+    memory = [0] * d  # sum of the sizes of the copies resident on each device
+    for t in persistent:
+        memory[home[t]] += int(graph.tensor_size[t])
+    freed_after: dict[int, list[tuple[int, int]]] = {}  # step -> copies freed right after it
+    peak = [0] * d
+    for step, code in enumerate(events):
+        temp = [0] * d
+        if code < graph.n_ops:
+            device = place[code]
+            made = [(int(t), device) for t in graph.outputs(code) if int(t) not in persistent]
+            temp[device] = int(graph.op_temp_memory[code])
+        else:
+            t, device = divmod(code - graph.n_ops, d)
+            made = [(t, device)]
+        for t, device in made:
+            memory[device] += int(graph.tensor_size[t])
+            freed_after.setdefault(last_read.get((t, device), step), []).append((t, device))
+        for device in range(d):
+            peak[device] = max(peak[device], memory[device] + temp[device])
+        for t, device in freed_after.pop(step, []):
+            memory[device] -= int(graph.tensor_size[t])
+    return peak
+
+
+def reference_makespan(graph: Graph, solution: Solution, machine: Machine) -> float:
+    """Makespan (section 5) of a valid solution: the latest finish of any event."""
+    d = solution.n_devices
+    place = [int(p) for p in solution.placement]
+    device_free = [0.0] * d
+    available: dict[tuple[int, int], float] = {}  # (tensor, device) -> time the copy is there
+    makespan = 0.0
+    for code in (int(c) for c in solution.order):
+        if code < graph.n_ops:
+            device = place[code]
+            start = max([device_free[device]] + [available[(int(t), device)] for t in graph.inputs(code)])
+            finish = start + float(graph.op_runtime[code])
+            device_free[device] = finish
+            for t in graph.outputs(code):
+                available[(int(t), device)] = finish
+        else:
+            t, device = divmod(code - graph.n_ops, d)
+            produced = available[(t, place[graph.tensor_producer[t]])]
+            duration = machine.transfer_duration(int(graph.tensor_size[t]))
+            if machine.mode == "sync":
+                finish = max(device_free[device], produced) + duration
+                device_free[device] = finish
+            else:
+                finish = produced + duration
+            available[(t, device)] = finish
+        makespan = max(makespan, finish)
+    return makespan
+
+
+def reference_score(graph: Graph, solution: Solution, machine: Machine) -> Score:
+    """Validity, peak memory, makespan, speedup and feasibility of one solution.
+
+    Raises:
+        SolutionError: naming the first event that breaks a rule of section 3.
+    """
+    check_shapes(graph, solution, machine)
+    violation, where, detail = reference_check(graph, solution)
+    if violation is not Violation.NONE:
+        raise_violation(graph, solution, violation, where, detail)
+    peaks = reference_peak_memory(graph, solution)
+    makespan = reference_makespan(graph, solution, machine)
+    return Score(
+        peak_memory_per_device=tuple(peaks),
+        makespan=makespan,
+        speedup=speedup(graph.total_runtime, makespan),
+        capacity=machine.capacity,
+    )

@@ -1,0 +1,63 @@
+"""The machine a solution runs on (COST_MODEL.md section 2)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from graphopt.errors import MachineError
+
+TransferMode = Literal["sync", "async"]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """d homogeneous devices, an optional per-device memory capacity and a transfer model.
+
+    Attributes:
+        n_devices: number of devices d >= 1.
+        capacity: bytes of memory per device, or None for unlimited.
+        latency: seconds added to every transfer (>= 0).
+        bandwidth: bytes per second of a transfer (> 0; inf makes transfers free of size cost).
+        mode: 'sync' (a transfer blocks its destination device, REGAL) or 'async' (transfers
+            occupy no device, the GFlowNet target models).
+    """
+
+    n_devices: int = 1
+    capacity: int | None = None
+    latency: float = 0.0
+    bandwidth: float = math.inf
+    mode: TransferMode = "sync"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_devices, bool) or not isinstance(self.n_devices, int) or self.n_devices < 1:
+            raise MachineError(f"devices must be an integer >= 1, got {self.n_devices!r}")
+        if self.capacity is not None and (
+            isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 0
+        ):
+            raise MachineError(f"capacity must be an integer number of bytes >= 0, got {self.capacity!r}")
+        if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0:
+            raise MachineError(f"latency must be a finite number of seconds >= 0, got {self.latency!r}")
+        if not _is_number(self.bandwidth) or math.isnan(self.bandwidth) or self.bandwidth <= 0:
+            raise MachineError(f"bandwidth must be a number of bytes per second > 0, got {self.bandwidth!r}")
+        if self.mode not in ("sync", "async"):
+            raise MachineError(f"mode must be 'sync' or 'async', got {self.mode!r}")
+
+    def transfer_duration(self, size: int) -> float:
+        """Seconds to move `size` bytes: latency + size / bandwidth."""
+        return self.latency + size / self.bandwidth
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form, as written in a solution's `machine` field (inf bandwidth as null)."""
+        return {
+            "devices": self.n_devices,
+            "capacity": self.capacity,
+            "latency": self.latency,
+            "bandwidth": None if math.isinf(self.bandwidth) else self.bandwidth,
+            "mode": self.mode,
+        }
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -1,0 +1,186 @@
+"""Scoring solutions: the public entry points over the numba kernels.
+
+`score` checks and scores one solution with a clear error for an invalid one; `Scorer` holds a
+graph's arrays once and scores single solutions or whole populations (parallel over members),
+which is what searches call millions of times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import numpy as np
+
+from graphopt.costmodels import _kernels
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.validity import Violation, violation_message
+from graphopt.errors import SolutionError
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
+
+
+def speedup(total_runtime: float, makespan: float) -> float:
+    """Sum of op runtimes / makespan (paper 004); 1.0 for an empty or all-zero schedule."""
+    return total_runtime / makespan if makespan > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class Score:
+    """What the cost model says of one valid solution.
+
+    Attributes:
+        peak_memory_per_device: peak(d) of each device in bytes (section 4).
+        makespan: latest finish of any event in seconds (section 5).
+        speedup: sum of op runtimes / makespan.
+        capacity: the machine's per-device capacity the solution was checked against, if any.
+    """
+
+    peak_memory_per_device: tuple[int, ...]
+    makespan: float
+    speedup: float
+    capacity: int | None = None
+
+    @property
+    def peak_memory(self) -> int:
+        """Max over devices of peak(d)."""
+        return max(self.peak_memory_per_device, default=0)
+
+    @property
+    def feasible(self) -> bool:
+        """Whether every device's peak fits the capacity (always true without one)."""
+        return self.capacity is None or self.peak_memory <= self.capacity
+
+    def to_json(self) -> dict[str, Any]:
+        """The objective's keys as in the solution format, plus per-device peaks and feasibility."""
+        return {
+            "peak_memory": self.peak_memory,
+            "makespan": self.makespan,
+            "speedup": self.speedup,
+            "peak_memory_per_device": list(self.peak_memory_per_device),
+            "feasible": self.feasible,
+        }
+
+
+def raise_violation(graph: Graph, solution: Solution, violation: int, where: int, detail: int) -> NoReturn:
+    """Raises the SolutionError that names the event breaking a rule."""
+    raise SolutionError(violation_message(graph, solution, violation, where, detail))
+
+
+class Scorer:
+    """Scores solutions of one graph on one machine with the numba kernels.
+
+    Args:
+        graph: the graph; its CSR arrays are gathered once here.
+        machine: devices, capacity and transfer model.
+    """
+
+    def __init__(self, graph: Graph, machine: Machine) -> None:
+        self.graph = graph
+        self.machine = machine
+        self._graph_arrays = (
+            graph.tensor_size,
+            graph.tensor_producer,
+            graph.tensor_persistent,
+            graph.consumer_ptr,
+            graph.consumer_op,
+            graph.op_input_ptr,
+            graph.op_input_tensor,
+            graph.op_output_ptr,
+            graph.op_output_tensor,
+            graph.op_runtime,
+            graph.op_temp_memory,
+        )
+        self._machine_args = (
+            machine.n_devices,
+            float(machine.latency),
+            float(machine.bandwidth),
+            machine.mode == "sync",
+        )
+
+    def evaluate(self, placement: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, float, tuple[int, int, int]]:
+        """Scores one array-encoded solution without building a Solution object.
+
+        Args:
+            placement: [n_ops] int32 devices.
+            order: [n_events] int64 event codes.
+
+        Returns:
+            (peaks [n_devices] int64, makespan, (violation, where, detail)); violation 0 when valid.
+        """
+        peak = np.zeros(self.machine.n_devices, dtype=np.int64)
+        violation, where, detail, makespan = _kernels.score_solution(
+            *self._graph_arrays,
+            np.ascontiguousarray(placement, dtype=np.int32),
+            np.ascontiguousarray(order, dtype=np.int64),
+            *self._machine_args,
+            peak,
+        )
+        return peak, makespan, (violation, where, detail)
+
+    def evaluate_population(
+        self, placements: np.ndarray, orders: np.ndarray, lengths: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scores B solutions in parallel.
+
+        Args:
+            placements: [B, n_ops] int32 devices.
+            orders: [B, L] int64 event codes; row b holds lengths[b] events (padding ignored).
+            lengths: [B] events per row; defaults to L for every row.
+
+        Returns:
+            peaks [B, n_devices] int64, makespans [B] float64, status [B, 3] int64
+            (violation, where, detail per row; violation 0 when valid).
+        """
+        placements = np.ascontiguousarray(placements, dtype=np.int32)
+        orders = np.ascontiguousarray(orders, dtype=np.int64)
+        n = placements.shape[0]
+        if lengths is None:
+            lengths = np.full(n, orders.shape[1], dtype=np.int64)
+        peaks = np.zeros((n, self.machine.n_devices), dtype=np.int64)
+        status = np.zeros((n, 3), dtype=np.int64)
+        makespans = np.zeros(n, dtype=np.float64)
+        _kernels.score_population(
+            *self._graph_arrays,
+            placements,
+            orders,
+            np.ascontiguousarray(lengths, dtype=np.int64),
+            *self._machine_args,
+            peaks,
+            status,
+            makespans,
+        )
+        return peaks, makespans, status
+
+    def score(self, solution: Solution) -> Score:
+        """Checks and scores one solution.
+
+        Raises:
+            SolutionError: naming the first event (or op) that breaks a rule of section 3.
+        """
+        check_shapes(self.graph, solution, self.machine)
+        peak, makespan, (violation, where, detail) = self.evaluate(solution.placement, solution.order)
+        if violation != Violation.NONE:
+            raise_violation(self.graph, solution, violation, where, detail)
+        return Score(
+            peak_memory_per_device=tuple(int(p) for p in peak),
+            makespan=float(makespan),
+            speedup=speedup(self.graph.total_runtime, float(makespan)),
+            capacity=self.machine.capacity,
+        )
+
+
+def check_shapes(graph: Graph, solution: Solution, machine: Machine) -> None:
+    """Raises SolutionError when the solution does not fit the graph's ops or the machine's devices."""
+    if solution.n_devices != machine.n_devices:
+        raise SolutionError(
+            f"solution places ops on {solution.n_devices} devices but the machine has {machine.n_devices}"
+        )
+    if solution.placement.shape[0] != graph.n_ops:
+        raise SolutionError(f"placement has {solution.placement.shape[0]} entries for {graph.n_ops} ops")
+
+
+def score(graph: Graph, solution: Solution, machine: Machine | None = None) -> Score:
+    """Checks and scores one solution (fast path); the machine defaults to the solution's devices."""
+    machine = Machine(n_devices=solution.n_devices) if machine is None else machine
+    return Scorer(graph, machine).score(solution)

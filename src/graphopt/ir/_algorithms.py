@@ -1,0 +1,74 @@
+"""numba kernels for graph algorithms on CSR arrays: topological order and critical path.
+
+Their plain twins are the networkx algorithms, used as oracles in the tests.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True)
+def topological_order(n_ops: int, succ_ptr: np.ndarray, succ_op: np.ndarray) -> np.ndarray:
+    """Kahn's algorithm with a FIFO queue seeded with sources in index order (deterministic).
+
+    Args:
+        n_ops: number of ops.
+        succ_ptr: [n_ops + 1] CSR offsets of each op's successor edges (with multiplicity).
+        succ_op: [n_edges] successor op of each edge.
+
+    Returns:
+        [k] op indices in topological order; k < n_ops exactly when the graph has a cycle.
+    """
+    indegree = np.zeros(n_ops, dtype=np.int64)
+    for e in range(succ_op.shape[0]):
+        indegree[succ_op[e]] += 1
+    order = np.empty(n_ops, dtype=np.int64)
+    tail = 0
+    for j in range(n_ops):
+        if indegree[j] == 0:
+            order[tail] = j
+            tail += 1
+    head = 0
+    while head < tail:
+        j = order[head]
+        head += 1
+        for e in range(succ_ptr[j], succ_ptr[j + 1]):
+            k = succ_op[e]
+            indegree[k] -= 1
+            if indegree[k] == 0:
+                order[tail] = k
+                tail += 1
+    return order[:tail]
+
+
+@numba.njit(cache=True)
+def longest_path(
+    order: np.ndarray, pred_ptr: np.ndarray, pred_op: np.ndarray, weight: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Node-weighted longest path ending at each op, and the predecessor on that path.
+
+    Args:
+        order: [n_ops] a topological order.
+        pred_ptr: [n_ops + 1] CSR offsets of each op's predecessor edges.
+        pred_op: [n_edges] predecessor op of each edge.
+        weight: [n_ops] op weights (runtimes).
+
+    Returns:
+        finish: [n_ops] largest weight sum of a path ending at (and including) each op.
+        parent: [n_ops] previous op on that path, or -1 at its start.
+    """
+    n_ops = order.shape[0]
+    finish = np.zeros(n_ops, dtype=np.float64)
+    parent = np.full(n_ops, -1, dtype=np.int64)
+    for i in range(n_ops):
+        j = order[i]
+        best = 0.0
+        for e in range(pred_ptr[j], pred_ptr[j + 1]):
+            p = pred_op[e]
+            if parent[j] == -1 or finish[p] > best:
+                best = finish[p]
+                parent[j] = p
+        finish[j] = best + weight[j]
+    return finish, parent

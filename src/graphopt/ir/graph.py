@@ -1,0 +1,404 @@
+"""The graph IR: one immutable computation graph on flat numpy arrays.
+
+A graph is ops and tensors (COST_MODEL.md section 1): each tensor has one producer op and a set of
+consumer ops. Everything is stored as contiguous arrays in CSR form (tensor -> consumers,
+op -> inputs, op -> outputs, op -> successors/predecessors), so numba kernels read it directly and
+torch gets it through `torch.from_numpy` without per-node Python work.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from graphopt.errors import GraphError
+from graphopt.ir._algorithms import longest_path, topological_order
+
+INDEX = np.int32
+"""dtype of op and tensor indices inside the IR."""
+OFFSET = np.int64
+"""dtype of CSR offsets."""
+SIZE = np.int64
+"""dtype of byte sizes."""
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    array.flags.writeable = False
+    return array
+
+
+def _csr_by_key(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """Groups item indices by key with a stable sort; returns (ptr [n_keys + 1], items)."""
+    items = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n_keys + 1, dtype=OFFSET)
+    np.cumsum(np.bincount(keys, minlength=n_keys), out=ptr[1:])
+    return ptr, items
+
+
+@dataclass(frozen=True, eq=False)
+class Graph:
+    """An immutable computation graph (COST_MODEL.md section 1).
+
+    Build one with `Graph.from_arrays` (validates every rule) or the loaders in `graphopt.ir.io`.
+    Arrays are read-only; derived structures are computed once and cached.
+
+    Shapes:
+        op_runtime: [n_ops] float64 seconds; op_temp_memory: [n_ops] int64 bytes.
+        tensor_size: [n_tensors] int64 bytes; tensor_producer: [n_tensors] int32 op index;
+        tensor_persistent: [n_tensors] bool.
+        consumer_ptr: [n_tensors + 1] int64; consumer_op: [n_edges] int32, the distinct consumers
+        of tensor t, ascending, are consumer_op[consumer_ptr[t]:consumer_ptr[t + 1]].
+    """
+
+    name: str
+    op_names: tuple[str, ...]
+    op_runtime: np.ndarray
+    op_temp_memory: np.ndarray
+    tensor_names: tuple[str, ...]
+    tensor_size: np.ndarray
+    tensor_producer: np.ndarray
+    tensor_persistent: np.ndarray
+    consumer_ptr: np.ndarray
+    consumer_op: np.ndarray
+    op_attrs: tuple[Mapping[str, Any], ...] = field(repr=False)
+    tensor_attrs: tuple[Mapping[str, Any], ...] = field(repr=False)
+    attrs: Mapping[str, Any] = field(repr=False)
+
+    @staticmethod
+    def from_arrays(
+        name: str,
+        op_names: Sequence[str],
+        op_runtime: Any,
+        tensor_names: Sequence[str],
+        tensor_size: Any,
+        tensor_producer: Any,
+        consumer_ptr: Any,
+        consumer_op: Any,
+        *,
+        op_temp_memory: Any = None,
+        tensor_persistent: Any = None,
+        op_attrs: Sequence[Mapping[str, Any]] | None = None,
+        tensor_attrs: Sequence[Mapping[str, Any]] | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> Graph:
+        """Validates arrays against the contract and builds a graph.
+
+        Repeated consumers of a tensor count once (the contract's rule), so they are merged.
+
+        Raises:
+            GraphError: naming the first offending op or tensor and the rule it breaks.
+        """
+        op_names = tuple(op_names)
+        tensor_names = tuple(tensor_names)
+        n_ops, n_tensors = len(op_names), len(tensor_names)
+        runtime = _as_array(op_runtime, np.float64, n_ops, "op_runtime")
+        temp = _as_array(0 if op_temp_memory is None else op_temp_memory, SIZE, n_ops, "op_temp_memory")
+        size = _as_array(tensor_size, SIZE, n_tensors, "tensor_size")
+        producer = _as_array(tensor_producer, np.int64, n_tensors, "tensor_producer")
+        persistent = _as_array(
+            False if tensor_persistent is None else tensor_persistent, bool, n_tensors, "tensor_persistent"
+        )
+        ptr = _as_array(consumer_ptr, np.int64, n_tensors + 1, "consumer_ptr")
+        consumers = np.asarray(consumer_op, dtype=np.int64).reshape(-1)
+        if ptr[0] != 0 or np.any(np.diff(ptr) < 0) or ptr[-1] != consumers.shape[0]:
+            raise GraphError("consumer_ptr must start at 0, not decrease and end at len(consumer_op)")
+
+        _check_names(op_names, "op")
+        _check_names(tensor_names, "tensor")
+        bad = np.flatnonzero(~np.isfinite(runtime) | (runtime < 0))
+        if bad.size:
+            j = bad[0]
+            raise GraphError(f"op '{op_names[j]}': runtime must be a finite number >= 0, got {runtime[j]}")
+        bad = np.flatnonzero(temp < 0)
+        if bad.size:
+            j = bad[0]
+            raise GraphError(f"op '{op_names[j]}': temp_memory must be an integer >= 0, got {temp[j]}")
+        bad = np.flatnonzero(size < 0)
+        if bad.size:
+            t = bad[0]
+            raise GraphError(f"tensor '{tensor_names[t]}': size must be an integer >= 0, got {size[t]}")
+        bad = np.flatnonzero((producer < 0) | (producer >= n_ops))
+        if bad.size:
+            t = bad[0]
+            raise GraphError(f"tensor '{tensor_names[t]}': producer index {producer[t]} is not an op")
+        edge_tensor = np.repeat(np.arange(n_tensors, dtype=np.int64), np.diff(ptr))
+        bad = np.flatnonzero((consumers < 0) | (consumers >= n_ops))
+        if bad.size:
+            t = edge_tensor[bad[0]]
+            raise GraphError(f"tensor '{tensor_names[t]}': consumer index {consumers[bad[0]]} is not an op")
+        bad = np.flatnonzero(consumers == producer[edge_tensor])
+        if bad.size:
+            t = edge_tensor[bad[0]]
+            raise GraphError(
+                f"tensor '{tensor_names[t]}': lists its producer '{op_names[producer[t]]}' as a consumer"
+            )
+
+        # Canonical consumer lists: sorted, repeats merged.
+        key = edge_tensor * max(n_ops, 1) + consumers
+        unique_key = np.unique(key)
+        edge_tensor = unique_key // max(n_ops, 1)
+        consumers = unique_key % max(n_ops, 1)
+        ptr = np.zeros(n_tensors + 1, dtype=OFFSET)
+        np.cumsum(np.bincount(edge_tensor, minlength=n_tensors), out=ptr[1:])
+
+        n_attrs = [{} for _ in range(n_ops)] if op_attrs is None else list(op_attrs)
+        t_attrs = [{} for _ in range(n_tensors)] if tensor_attrs is None else list(tensor_attrs)
+        if len(n_attrs) != n_ops or len(t_attrs) != n_tensors:
+            raise GraphError("op_attrs / tensor_attrs must have one mapping per op / tensor")
+        graph = Graph(
+            name=str(name),
+            op_names=op_names,
+            op_runtime=_frozen(runtime),
+            op_temp_memory=_frozen(temp),
+            tensor_names=tensor_names,
+            tensor_size=_frozen(size),
+            tensor_producer=_frozen(producer.astype(INDEX)),
+            tensor_persistent=_frozen(persistent),
+            consumer_ptr=_frozen(ptr),
+            consumer_op=_frozen(consumers.astype(INDEX)),
+            op_attrs=tuple(n_attrs),
+            tensor_attrs=tuple(t_attrs),
+            attrs=dict(attrs or {}),
+        )
+        graph._check_acyclic()
+        return graph
+
+    # ----------------------------------------------------------------------------------- sizes
+    @property
+    def n_ops(self) -> int:
+        """Number of ops."""
+        return len(self.op_names)
+
+    @property
+    def n_tensors(self) -> int:
+        """Number of tensors."""
+        return len(self.tensor_names)
+
+    @property
+    def n_edges(self) -> int:
+        """Number of (producer, tensor, consumer) triples, repeated consumers counted once."""
+        return int(self.consumer_op.shape[0])
+
+    @property
+    def total_runtime(self) -> float:
+        """Sum of op runtimes: the single-device makespan that speedup is measured against."""
+        return float(self.op_runtime.sum())
+
+    @property
+    def total_tensor_size(self) -> int:
+        """Sum of tensor sizes in bytes."""
+        return int(self.tensor_size.sum())
+
+    # ------------------------------------------------------------------------- derived CSR
+    @cached_property
+    def edge_tensor(self) -> np.ndarray:
+        """[n_edges] int32: the tensor of each (producer, tensor, consumer) edge."""
+        return _frozen(np.repeat(np.arange(self.n_tensors, dtype=INDEX), np.diff(self.consumer_ptr)))
+
+    @cached_property
+    def edge_index(self) -> np.ndarray:
+        """[2, n_edges] int64 producer -> consumer op pairs, one per edge (PyG's layout)."""
+        src = self.tensor_producer[self.edge_tensor].astype(np.int64)
+        return _frozen(np.stack([src, self.consumer_op.astype(np.int64)]))
+
+    @cached_property
+    def _inputs(self) -> tuple[np.ndarray, np.ndarray]:
+        ptr, items = _csr_by_key(self.consumer_op, self.n_ops)
+        return _frozen(ptr), _frozen(self.edge_tensor[items])
+
+    @property
+    def op_input_ptr(self) -> np.ndarray:
+        """[n_ops + 1] int64 CSR offsets into `op_input_tensor`."""
+        return self._inputs[0]
+
+    @property
+    def op_input_tensor(self) -> np.ndarray:
+        """[n_edges] int32: the distinct input tensors of each op, ascending."""
+        return self._inputs[1]
+
+    @cached_property
+    def _outputs(self) -> tuple[np.ndarray, np.ndarray]:
+        ptr, items = _csr_by_key(self.tensor_producer, self.n_ops)
+        return _frozen(ptr), _frozen(items.astype(INDEX))
+
+    @property
+    def op_output_ptr(self) -> np.ndarray:
+        """[n_ops + 1] int64 CSR offsets into `op_output_tensor`."""
+        return self._outputs[0]
+
+    @property
+    def op_output_tensor(self) -> np.ndarray:
+        """[n_tensors] int32: the tensors each op produces, ascending."""
+        return self._outputs[1]
+
+    @cached_property
+    def _successor_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        ptr, items = _csr_by_key(self.edge_index[0], self.n_ops)
+        return ptr, self.edge_index[1][items]
+
+    @cached_property
+    def _predecessor_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        ptr, items = _csr_by_key(self.edge_index[1], self.n_ops)
+        return ptr, self.edge_index[0][items]
+
+    def inputs(self, op: int) -> np.ndarray:
+        """Distinct input tensor indices of `op`."""
+        return self.op_input_tensor[self.op_input_ptr[op] : self.op_input_ptr[op + 1]]
+
+    def outputs(self, op: int) -> np.ndarray:
+        """Tensor indices produced by `op`."""
+        return self.op_output_tensor[self.op_output_ptr[op] : self.op_output_ptr[op + 1]]
+
+    def consumers(self, tensor: int) -> np.ndarray:
+        """Distinct consumer op indices of `tensor`, ascending."""
+        return self.consumer_op[self.consumer_ptr[tensor] : self.consumer_ptr[tensor + 1]]
+
+    def successors(self, op: int) -> np.ndarray:
+        """Distinct ops that consume an output of `op`, ascending."""
+        ptr, succ = self._successor_edges
+        return np.unique(succ[ptr[op] : ptr[op + 1]])
+
+    def predecessors(self, op: int) -> np.ndarray:
+        """Distinct ops that produce an input of `op`, ascending."""
+        ptr, pred = self._predecessor_edges
+        return np.unique(pred[ptr[op] : ptr[op + 1]])
+
+    @cached_property
+    def sources(self) -> np.ndarray:
+        """Ops with no input tensors (weights, graph inputs, constants)."""
+        return _frozen(np.flatnonzero(np.diff(self.op_input_ptr) == 0))
+
+    @cached_property
+    def sinks(self) -> np.ndarray:
+        """Ops none of whose outputs is consumed (graph outputs)."""
+        return _frozen(np.flatnonzero(np.diff(self._successor_edges[0]) == 0))
+
+    # ------------------------------------------------------------------------ algorithms
+    @cached_property
+    def topological_order(self) -> np.ndarray:
+        """[n_ops] int64 ops in a deterministic topological order (Kahn, FIFO, sources by index)."""
+        ptr, succ = self._successor_edges
+        return _frozen(topological_order(self.n_ops, ptr, succ))
+
+    @cached_property
+    def _longest_paths(self) -> tuple[np.ndarray, np.ndarray]:
+        ptr, pred = self._predecessor_edges
+        return longest_path(self.topological_order, ptr, pred, self.op_runtime)
+
+    @property
+    def critical_path_length(self) -> float:
+        """Largest sum of op runtimes along a dependency path: a lower bound on any makespan."""
+        finish = self._longest_paths[0]
+        return float(finish.max()) if finish.size else 0.0
+
+    @cached_property
+    def critical_path(self) -> np.ndarray:
+        """Op indices of one longest (runtime-weighted) path, from its source to its sink."""
+        finish, parent = self._longest_paths
+        if not finish.size:
+            return _frozen(np.zeros(0, dtype=np.int64))
+        path = [int(np.argmax(finish))]
+        while parent[path[-1]] >= 0:
+            path.append(int(parent[path[-1]]))
+        return _frozen(np.array(path[::-1], dtype=np.int64))
+
+    def _check_acyclic(self) -> None:
+        order = self.topological_order
+        if order.shape[0] == self.n_ops:
+            return
+        cycle = self._find_cycle(order)
+        names = " -> ".join(f"'{self.op_names[j]}'" for j in cycle + cycle[:1])
+        raise GraphError(f"op dependencies form a cycle: {names}")
+
+    def _find_cycle(self, partial_order: np.ndarray) -> list[int]:
+        """Ops on one cycle among those Kahn's algorithm could not order."""
+        blocked = np.ones(self.n_ops, dtype=bool)
+        blocked[partial_order] = False
+        ptr, pred = self._predecessor_edges
+        # Every blocked op has a blocked predecessor; walking back must revisit an op.
+        seen: dict[int, int] = {}
+        path: list[int] = []
+        op = int(np.flatnonzero(blocked)[0])
+        while op not in seen:
+            seen[op] = len(path)
+            path.append(op)
+            preds = pred[ptr[op] : ptr[op + 1]]
+            op = int(preds[blocked[preds]][0])
+        return path[seen[op] :][::-1]
+
+    # ------------------------------------------------------------------------ metadata
+    @cached_property
+    def op_types(self) -> tuple[str, ...]:
+        """Op type of each op (the optional `type` field), '' where absent."""
+        return tuple(str(a.get("type", "")) for a in self.op_attrs)
+
+    def op_metadata(self, key: str) -> np.ndarray:
+        """[n_ops] float64 values of an optional numeric op field (e.g. `flops`), NaN where absent."""
+        values = [a.get(key) for a in self.op_attrs]
+        numeric = [isinstance(v, int | float) and not isinstance(v, bool) for v in values]
+        return np.array([v if ok else math.nan for v, ok in zip(values, numeric, strict=True)], float)
+
+    def op_index(self, name: str) -> int:
+        """Index of the op called `name`."""
+        try:
+            return self._op_index[name]
+        except KeyError:
+            raise GraphError(f"graph '{self.name}' has no op '{name}'") from None
+
+    def tensor_index(self, name: str) -> int:
+        """Index of the tensor called `name`."""
+        try:
+            return self._tensor_index[name]
+        except KeyError:
+            raise GraphError(f"graph '{self.name}' has no tensor '{name}'") from None
+
+    @cached_property
+    def _op_index(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.op_names)}
+
+    @cached_property
+    def _tensor_index(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.tensor_names)}
+
+    def with_tensor_sizes(self, tensor_size: Any, name: str | None = None) -> Graph:
+        """The same topology with new tensor sizes (e.g. REGAL's augmentation), validated."""
+        size = _as_array(tensor_size, SIZE, self.n_tensors, "tensor_size")
+        bad = np.flatnonzero(size < 0)
+        if bad.size:
+            t = bad[0]
+            raise GraphError(f"tensor '{self.tensor_names[t]}': size must be an integer >= 0, got {size[t]}")
+        return replace(self, tensor_size=_frozen(size), name=self.name if name is None else name)
+
+    def __repr__(self) -> str:
+        return f"Graph(name={self.name!r}, n_ops={self.n_ops}, n_tensors={self.n_tensors}, n_edges={self.n_edges})"
+
+
+def _as_array(values: Any, dtype: Any, length: int, what: str) -> np.ndarray:
+    """Converts to a fresh 1-D array of `dtype` and `length` (scalars broadcast)."""
+    try:
+        array = np.array(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise GraphError(f"{what}: cannot be read as {np.dtype(dtype).name} values ({error})") from None
+    if array.ndim == 0:
+        array = np.full(length, array, dtype=dtype)
+    if array.ndim != 1 or array.shape[0] != length:
+        raise GraphError(f"{what}: expected {length} values, got shape {array.shape}")
+    return array
+
+
+def _check_names(names: tuple[str, ...], kind: str) -> None:
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"{kind}s[{i}]: name must be a non-empty string, got {name!r}")
+    if len(set(names)) != len(names):
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise GraphError(f"{kind} '{name}': name is not unique")
+            seen.add(name)
