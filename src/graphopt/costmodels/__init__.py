@@ -1,0 +1,1 @@
+"""Cost models: the machine, the exact scorers (reference and numba) and validity rules."""

@@ -31,16 +31,28 @@ class Machine:
     mode: TransferMode = "sync"
 
     def __post_init__(self) -> None:
-        if isinstance(self.n_devices, bool) or not isinstance(self.n_devices, int) or self.n_devices < 1:
+        if (
+            isinstance(self.n_devices, bool)
+            or not isinstance(self.n_devices, int)
+            or self.n_devices < 1
+        ):
             raise MachineError(f"devices must be an integer >= 1, got {self.n_devices!r}")
         if self.capacity is not None and (
-            isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity < 0
+            isinstance(self.capacity, bool)
+            or not isinstance(self.capacity, int)
+            or self.capacity < 0
         ):
-            raise MachineError(f"capacity must be an integer number of bytes >= 0, got {self.capacity!r}")
+            raise MachineError(
+                f"capacity must be an integer number of bytes >= 0, got {self.capacity!r}"
+            )
         if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0:
-            raise MachineError(f"latency must be a finite number of seconds >= 0, got {self.latency!r}")
+            raise MachineError(
+                f"latency must be a finite number of seconds >= 0, got {self.latency!r}"
+            )
         if not _is_number(self.bandwidth) or math.isnan(self.bandwidth) or self.bandwidth <= 0:
-            raise MachineError(f"bandwidth must be a number of bytes per second > 0, got {self.bandwidth!r}")
+            raise MachineError(
+                f"bandwidth must be a number of bytes per second > 0, got {self.bandwidth!r}"
+            )
         if self.mode not in ("sync", "async"):
             raise MachineError(f"mode must be 'sync' or 'async', got {self.mode!r}")
 

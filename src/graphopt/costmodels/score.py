@@ -7,6 +7,8 @@ which is what searches call millions of times.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -51,6 +53,25 @@ class Score:
         """Whether every device's peak fits the capacity (always true without one)."""
         return self.capacity is None or self.peak_memory <= self.capacity
 
+    def disagreements(self, claimed: Mapping[str, Any]) -> list[str]:
+        """Claimed objective values that differ from these by more than a relative 1e-9.
+
+        Only keys this score knows are compared (section 3: a checker must agree to 1e-9).
+        """
+        computed = self.to_json()
+        found = []
+        for key, value in claimed.items():
+            if key not in computed:
+                continue
+            truth = computed[key]
+            if isinstance(truth, list | bool) or not isinstance(value, int | float):
+                agree = value == truth
+            else:
+                agree = math.isclose(value, truth, rel_tol=1e-9, abs_tol=0.0)
+            if not agree:
+                found.append(f"{key}: claimed {value}, computed {truth}")
+        return found
+
     def to_json(self) -> dict[str, Any]:
         """The objective's keys as in the solution format, plus per-device peaks and feasibility."""
         return {
@@ -62,7 +83,9 @@ class Score:
         }
 
 
-def raise_violation(graph: Graph, solution: Solution, violation: int, where: int, detail: int) -> NoReturn:
+def raise_violation(
+    graph: Graph, solution: Solution, violation: int, where: int, detail: int
+) -> NoReturn:
     """Raises the SolutionError that names the event breaking a rule."""
     raise SolutionError(violation_message(graph, solution, violation, where, detail))
 
@@ -98,7 +121,9 @@ class Scorer:
             machine.mode == "sync",
         )
 
-    def evaluate(self, placement: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, float, tuple[int, int, int]]:
+    def evaluate(
+        self, placement: np.ndarray, order: np.ndarray
+    ) -> tuple[np.ndarray, float, tuple[int, int, int]]:
         """Scores one array-encoded solution without building a Solution object.
 
         Args:
@@ -159,7 +184,9 @@ class Scorer:
             SolutionError: naming the first event (or op) that breaks a rule of section 3.
         """
         check_shapes(self.graph, solution, self.machine)
-        peak, makespan, (violation, where, detail) = self.evaluate(solution.placement, solution.order)
+        peak, makespan, (violation, where, detail) = self.evaluate(
+            solution.placement, solution.order
+        )
         if violation != Violation.NONE:
             raise_violation(self.graph, solution, violation, where, detail)
         return Score(
@@ -171,16 +198,19 @@ class Scorer:
 
 
 def check_shapes(graph: Graph, solution: Solution, machine: Machine) -> None:
-    """Raises SolutionError when the solution does not fit the graph's ops or the machine's devices."""
+    """Raises SolutionError when a solution does not fit the graph or the machine."""
     if solution.n_devices != machine.n_devices:
         raise SolutionError(
-            f"solution places ops on {solution.n_devices} devices but the machine has {machine.n_devices}"
+            f"solution places ops on {solution.n_devices} devices "
+            f"but the machine has {machine.n_devices}"
         )
     if solution.placement.shape[0] != graph.n_ops:
-        raise SolutionError(f"placement has {solution.placement.shape[0]} entries for {graph.n_ops} ops")
+        raise SolutionError(
+            f"placement has {solution.placement.shape[0]} entries for {graph.n_ops} ops"
+        )
 
 
 def score(graph: Graph, solution: Solution, machine: Machine | None = None) -> Score:
-    """Checks and scores one solution (fast path); the machine defaults to the solution's devices."""
+    """Checks and scores one solution (fast path); the machine defaults to the solution's."""
     machine = Machine(n_devices=solution.n_devices) if machine is None else machine
     return Scorer(graph, machine).score(solution)

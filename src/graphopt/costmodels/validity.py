@@ -3,6 +3,7 @@
 Both the reference scorer and the numba kernels report the first rule broken as
 (violation, where, detail), checking events in schedule order and, within an event, in the same
 fixed order, so the two can be compared exactly; `violation_message` turns that into one line.
+A missing transfer needs no rule of its own: the consumer that needs it fails first.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ class Violation(IntEnum):
     TRANSFER_BEFORE_PRODUCER = 6  # where: position
     INPUT_NOT_AVAILABLE = 7  # where: position, detail: input tensor
     OP_MISSING = 8  # where: op
-    TRANSFER_MISSING = 9  # where: transfer event code
 
 
-def violation_message(graph: Graph, solution: Solution, violation: int, where: int, detail: int) -> str:
+def violation_message(
+    graph: Graph, solution: Solution, violation: int, where: int, detail: int
+) -> str:
     """One line naming the event (or op) that breaks the rule, and the rule."""
     d = solution.n_devices
     names, tensors = graph.op_names, graph.tensor_names
@@ -41,18 +43,20 @@ def violation_message(graph: Graph, solution: Solution, violation: int, where: i
 
     v = Violation(violation)
     if v is Violation.PLACEMENT_OUT_OF_RANGE:
-        return f"placement: op '{names[where]}' is on device {solution.placement[where]}, not in [0, {d})"
+        device = solution.placement[where]
+        return f"placement: op '{names[where]}' is on device {device}, not in [0, {d})"
     if v is Violation.UNKNOWN_EVENT:
-        return f"schedule[{where}]: event code {int(solution.order[where])} is neither an op nor a transfer"
+        code = int(solution.order[where])
+        return f"schedule[{where}]: event code {code} is neither an op nor a transfer"
     if v is Violation.OP_REPEATED:
         return f"{event(where)}: the op was already scheduled; each op runs exactly once"
     if v is Violation.TRANSFER_NOT_IMPLIED:
         return (
-            f"{event(where)}: not implied by the placement (a transfer goes only to a device, other "
-            "than the producer's, where a consumer is placed)"
+            f"{event(where)}: not implied by the placement (a transfer goes only to a device, "
+            "other than the producer's, where a consumer is placed)"
         )
     if v is Violation.TRANSFER_REPEATED:
-        return f"{event(where)}: the transfer was already scheduled; each implied transfer happens once"
+        return f"{event(where)}: the transfer was already scheduled; each happens exactly once"
     if v is Violation.TRANSFER_BEFORE_PRODUCER:
         return f"{event(where)}: comes before its producer op runs"
     if v is Violation.INPUT_NOT_AVAILABLE:
@@ -62,11 +66,8 @@ def violation_message(graph: Graph, solution: Solution, violation: int, where: i
         if source == solution.placement[op]:
             why = f"its producer '{names[producer]}' has not run yet"
         else:
-            why = f"its transfer from device {source} has not happened yet"
+            why = f"its transfer from device {source} is not earlier in the schedule"
         return f"{event(where)}: input '{tensors[detail]}' is not available on the device: {why}"
     if v is Violation.OP_MISSING:
         return f"schedule: op '{names[where]}' is missing; every op must appear exactly once"
-    if v is Violation.TRANSFER_MISSING:
-        _, tensor, device = decode_event(graph, where, d)
-        return f"schedule: the implied transfer of '{tensors[tensor]}' to device {device} is missing"
     raise ValueError(f"not a violation: {violation}")

@@ -1,0 +1,1 @@
+"""The graph IR: graphs, solutions, formats, generators and conversions."""

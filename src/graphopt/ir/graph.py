@@ -98,45 +98,63 @@ class Graph:
         tensor_names = tuple(tensor_names)
         n_ops, n_tensors = len(op_names), len(tensor_names)
         runtime = _as_array(op_runtime, np.float64, n_ops, "op_runtime")
-        temp = _as_array(0 if op_temp_memory is None else op_temp_memory, SIZE, n_ops, "op_temp_memory")
+        temp = _as_array(
+            0 if op_temp_memory is None else op_temp_memory, SIZE, n_ops, "op_temp_memory"
+        )
         size = _as_array(tensor_size, SIZE, n_tensors, "tensor_size")
         producer = _as_array(tensor_producer, np.int64, n_tensors, "tensor_producer")
         persistent = _as_array(
-            False if tensor_persistent is None else tensor_persistent, bool, n_tensors, "tensor_persistent"
+            False if tensor_persistent is None else tensor_persistent,
+            bool,
+            n_tensors,
+            "tensor_persistent",
         )
         ptr = _as_array(consumer_ptr, np.int64, n_tensors + 1, "consumer_ptr")
         consumers = np.asarray(consumer_op, dtype=np.int64).reshape(-1)
         if ptr[0] != 0 or np.any(np.diff(ptr) < 0) or ptr[-1] != consumers.shape[0]:
-            raise GraphError("consumer_ptr must start at 0, not decrease and end at len(consumer_op)")
+            raise GraphError(
+                "consumer_ptr must start at 0, not decrease and end at len(consumer_op)"
+            )
 
         _check_names(op_names, "op")
         _check_names(tensor_names, "tensor")
         bad = np.flatnonzero(~np.isfinite(runtime) | (runtime < 0))
         if bad.size:
             j = bad[0]
-            raise GraphError(f"op '{op_names[j]}': runtime must be a finite number >= 0, got {runtime[j]}")
+            raise GraphError(
+                f"op '{op_names[j]}': runtime must be a finite number >= 0, got {runtime[j]}"
+            )
         bad = np.flatnonzero(temp < 0)
         if bad.size:
             j = bad[0]
-            raise GraphError(f"op '{op_names[j]}': temp_memory must be an integer >= 0, got {temp[j]}")
+            raise GraphError(
+                f"op '{op_names[j]}': temp_memory must be an integer >= 0, got {temp[j]}"
+            )
         bad = np.flatnonzero(size < 0)
         if bad.size:
             t = bad[0]
-            raise GraphError(f"tensor '{tensor_names[t]}': size must be an integer >= 0, got {size[t]}")
+            raise GraphError(
+                f"tensor '{tensor_names[t]}': size must be an integer >= 0, got {size[t]}"
+            )
         bad = np.flatnonzero((producer < 0) | (producer >= n_ops))
         if bad.size:
             t = bad[0]
-            raise GraphError(f"tensor '{tensor_names[t]}': producer index {producer[t]} is not an op")
+            raise GraphError(
+                f"tensor '{tensor_names[t]}': producer index {producer[t]} is not an op"
+            )
         edge_tensor = np.repeat(np.arange(n_tensors, dtype=np.int64), np.diff(ptr))
         bad = np.flatnonzero((consumers < 0) | (consumers >= n_ops))
         if bad.size:
             t = edge_tensor[bad[0]]
-            raise GraphError(f"tensor '{tensor_names[t]}': consumer index {consumers[bad[0]]} is not an op")
+            raise GraphError(
+                f"tensor '{tensor_names[t]}': consumer index {consumers[bad[0]]} is not an op"
+            )
         bad = np.flatnonzero(consumers == producer[edge_tensor])
         if bad.size:
             t = edge_tensor[bad[0]]
             raise GraphError(
-                f"tensor '{tensor_names[t]}': lists its producer '{op_names[producer[t]]}' as a consumer"
+                f"tensor '{tensor_names[t]}': lists its producer "
+                f"'{op_names[producer[t]]}' as a consumer"
             )
 
         # Canonical consumer lists: sorted, repeats merged.
@@ -199,7 +217,9 @@ class Graph:
     @cached_property
     def edge_tensor(self) -> np.ndarray:
         """[n_edges] int32: the tensor of each (producer, tensor, consumer) edge."""
-        return _frozen(np.repeat(np.arange(self.n_tensors, dtype=INDEX), np.diff(self.consumer_ptr)))
+        return _frozen(
+            np.repeat(np.arange(self.n_tensors, dtype=INDEX), np.diff(self.consumer_ptr))
+        )
 
     @cached_property
     def edge_index(self) -> np.ndarray:
@@ -317,7 +337,7 @@ class Graph:
         raise GraphError(f"op dependencies form a cycle: {names}")
 
     def _find_cycle(self, partial_order: np.ndarray) -> list[int]:
-        """Ops on one cycle among those Kahn's algorithm could not order."""
+        """Ops on one cycle among those Kahn's algorithm could not order, from the lowest index."""
         blocked = np.ones(self.n_ops, dtype=bool)
         blocked[partial_order] = False
         ptr, pred = self._predecessor_edges
@@ -330,7 +350,9 @@ class Graph:
             path.append(op)
             preds = pred[ptr[op] : ptr[op + 1]]
             op = int(preds[blocked[preds]][0])
-        return path[seen[op] :][::-1]
+        cycle = path[seen[op] :][::-1]
+        first = cycle.index(min(cycle))
+        return cycle[first:] + cycle[:first]
 
     # ------------------------------------------------------------------------ metadata
     @cached_property
@@ -339,31 +361,21 @@ class Graph:
         return tuple(str(a.get("type", "")) for a in self.op_attrs)
 
     def op_metadata(self, key: str) -> np.ndarray:
-        """[n_ops] float64 values of an optional numeric op field (e.g. `flops`), NaN where absent."""
+        """[n_ops] float64 values of an optional numeric op field (`flops`, ...), NaN if absent."""
         values = [a.get(key) for a in self.op_attrs]
         numeric = [isinstance(v, int | float) and not isinstance(v, bool) for v in values]
-        return np.array([v if ok else math.nan for v, ok in zip(values, numeric, strict=True)], float)
-
-    def op_index(self, name: str) -> int:
-        """Index of the op called `name`."""
-        try:
-            return self._op_index[name]
-        except KeyError:
-            raise GraphError(f"graph '{self.name}' has no op '{name}'") from None
-
-    def tensor_index(self, name: str) -> int:
-        """Index of the tensor called `name`."""
-        try:
-            return self._tensor_index[name]
-        except KeyError:
-            raise GraphError(f"graph '{self.name}' has no tensor '{name}'") from None
+        return np.array(
+            [v if ok else math.nan for v, ok in zip(values, numeric, strict=True)], float
+        )
 
     @cached_property
-    def _op_index(self) -> dict[str, int]:
+    def op_ids(self) -> dict[str, int]:
+        """Index of each op by name."""
         return {n: i for i, n in enumerate(self.op_names)}
 
     @cached_property
-    def _tensor_index(self) -> dict[str, int]:
+    def tensor_ids(self) -> dict[str, int]:
+        """Index of each tensor by name."""
         return {n: i for i, n in enumerate(self.tensor_names)}
 
     def with_tensor_sizes(self, tensor_size: Any, name: str | None = None) -> Graph:
@@ -372,11 +384,16 @@ class Graph:
         bad = np.flatnonzero(size < 0)
         if bad.size:
             t = bad[0]
-            raise GraphError(f"tensor '{self.tensor_names[t]}': size must be an integer >= 0, got {size[t]}")
+            raise GraphError(
+                f"tensor '{self.tensor_names[t]}': size must be an integer >= 0, got {size[t]}"
+            )
         return replace(self, tensor_size=_frozen(size), name=self.name if name is None else name)
 
     def __repr__(self) -> str:
-        return f"Graph(name={self.name!r}, n_ops={self.n_ops}, n_tensors={self.n_tensors}, n_edges={self.n_edges})"
+        return (
+            f"Graph(name={self.name!r}, n_ops={self.n_ops}, n_tensors={self.n_tensors}, "
+            f"n_edges={self.n_edges})"
+        )
 
 
 def _as_array(values: Any, dtype: Any, length: int, what: str) -> np.ndarray:
@@ -384,7 +401,9 @@ def _as_array(values: Any, dtype: Any, length: int, what: str) -> np.ndarray:
     try:
         array = np.array(values, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as error:
-        raise GraphError(f"{what}: cannot be read as {np.dtype(dtype).name} values ({error})") from None
+        raise GraphError(
+            f"{what}: cannot be read as {np.dtype(dtype).name} values ({error})"
+        ) from None
     if array.ndim == 0:
         array = np.full(length, array, dtype=dtype)
     if array.ndim != 1 or array.shape[0] != length:

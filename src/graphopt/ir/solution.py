@@ -19,7 +19,9 @@ from graphopt.errors import SolutionError
 from graphopt.ir.graph import Graph
 
 
-def transfer_code(graph: Graph, tensor: np.ndarray | int, device: np.ndarray | int, n_devices: int) -> Any:
+def transfer_code(
+    graph: Graph, tensor: np.ndarray | int, device: np.ndarray | int, n_devices: int
+) -> Any:
     """Event code of the transfer of `tensor` to `device`."""
     return graph.n_ops + np.asarray(tensor, dtype=np.int64) * n_devices + device
 
@@ -33,7 +35,7 @@ def decode_event(graph: Graph, code: int, n_devices: int) -> tuple[str, int, int
 
 
 def implied_transfers(graph: Graph, placement: np.ndarray, n_devices: int) -> np.ndarray:
-    """Sorted codes of the transfers a placement implies: one per tensor and foreign consumer device.
+    """Sorted codes of the transfers a placement implies: one per tensor and consumer device.
 
     Args:
         graph: the graph.

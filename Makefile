@@ -1,0 +1,38 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO := out/demo
+
+.PHONY: demo test test-all bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p $(DEMO)
+	$(BIN)/graphopt generate layered -n 200 --seed 0 -o $(DEMO)/graph.json
+	$(BIN)/graphopt info $(DEMO)/graph.json
+	$(BIN)/python examples/trivial_solution.py $(DEMO)/graph.json $(DEMO)/solution.json --devices 2
+	$(BIN)/graphopt score $(DEMO)/graph.json $(DEMO)/solution.json
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -q -m ''
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_scorer.py
+	$(BIN)/python benchmarks/bench_io.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .hypothesis

@@ -1,0 +1,27 @@
+"""The stable Python API: load and save graphs and solutions, build machines, score solutions."""
+
+from __future__ import annotations
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Score, Scorer, score
+from graphopt.ir.graph import Graph
+from graphopt.ir.io import read_graph as load_graph
+from graphopt.ir.io import read_solution as load_solution
+from graphopt.ir.io import write_graph as save_graph
+from graphopt.ir.io import write_solution as save_solution
+from graphopt.ir.solution import Solution, random_schedule, topological_schedule
+
+__all__ = [
+    "Graph",
+    "Machine",
+    "Score",
+    "Scorer",
+    "Solution",
+    "load_graph",
+    "load_solution",
+    "random_schedule",
+    "save_graph",
+    "save_solution",
+    "score",
+    "topological_schedule",
+]

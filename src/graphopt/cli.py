@@ -1,0 +1,273 @@
+"""The `graphopt` command line: generate, info, score.
+
+Every command that prints results also takes `--json` and then prints exactly one JSON object on
+stdout. Invalid input ends with one line on stderr naming the item and the rule, and exit
+status 2; never a stack trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.errors import GraphoptError, MachineError
+from graphopt.ir.graph import Graph
+from graphopt.ir.io import read_graph, read_solution, write_graph
+
+app = typer.Typer(
+    help="Optimize placement and scheduling of ML computation graphs.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+F = TypeVar("F", bound=Callable[..., Any])
+
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object on stdout instead of tables.")
+]
+
+
+def _user_errors(command: F) -> F:
+    """Turns invalid-input errors into one line on stderr and exit status 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except GraphoptError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(2) from None
+        except OSError as error:
+            typer.echo(f"error: {error.filename or ''}: {error.strerror or error}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(document) + "\n")
+
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+def parse_bytes(text: str) -> int:
+    """Parses '16GiB', '512MB', '1e9' or '4096' into a number of bytes."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS:
+        raise MachineError(
+            f"capacity must be a byte count such as 4096, 1e9 or 16GiB, got '{text}'"
+        )
+    value = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not math.isfinite(value) or value != int(value):
+        raise MachineError(f"capacity must be a whole number of bytes, got '{text}'")
+    return int(value)
+
+
+def _parse_param(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise GraphoptError(f"--param must look like KEY=VALUE, got '{text}'")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+@app.command()
+@_user_errors
+def generate(
+    family: Annotated[
+        str, typer.Argument(help="erdos_renyi, layered, sbm, watts_strogatz or barabasi_albert.")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Graph file to write (.json or .npz).")
+    ],
+    n: Annotated[int, typer.Option("-n", help="Number of ops.")] = 50,
+    seed: Annotated[int, typer.Option(help="Random seed; the same seed gives the same graph.")] = 0,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", "-p", help="Family parameter KEY=VALUE, repeatable."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Generate a synthetic computation graph (paper 004 E.5 families)."""
+    from graphopt.ir.generators import generate as generate_graph
+
+    params = dict(_parse_param(p) for p in param or [])
+    graph = generate_graph(family, n, seed=seed, **params)
+    write_graph(graph, output)
+    summary = {"path": str(output), "name": graph.name, **_counts(graph)}
+    if as_json:
+        _print_json(summary)
+    else:
+        console.print(
+            f"wrote {output}: {graph.n_ops} ops, {graph.n_tensors} tensors, {graph.n_edges} edges"
+        )
+
+
+def _counts(graph: Graph) -> dict[str, Any]:
+    return {"ops": graph.n_ops, "tensors": graph.n_tensors, "edges": graph.n_edges}
+
+
+@app.command()
+@_user_errors
+def info(
+    graph_path: Annotated[
+        Path, typer.Argument(help="Graph file (.json or .npz).", metavar="GRAPH")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Summarize a graph: sizes, runtime, critical path, memory."""
+    graph = read_graph(graph_path)
+    persistent = graph.tensor_persistent
+    summary: dict[str, Any] = {
+        "name": graph.name,
+        **_counts(graph),
+        "sources": int(graph.sources.shape[0]),
+        "sinks": int(graph.sinks.shape[0]),
+        "total_runtime": graph.total_runtime,
+        "critical_path": graph.critical_path_length,
+        "critical_path_ops": int(graph.critical_path.shape[0]),
+        "max_speedup": graph.total_runtime / graph.critical_path_length
+        if graph.critical_path_length > 0
+        else 1.0,
+        "total_tensor_size": graph.total_tensor_size,
+        "persistent_tensor_size": int(graph.tensor_size[persistent].sum()),
+        "max_tensor_size": int(graph.tensor_size.max(initial=0)),
+        "op_types": dict(Counter(t for t in graph.op_types if t).most_common()),
+    }
+    if as_json:
+        _print_json(summary)
+        return
+    table = Table(title=f"graph {graph.name or graph_path.name}", show_header=False)
+    labels = {
+        "ops": "ops",
+        "tensors": "tensors",
+        "edges": "edges (producer, tensor, consumer)",
+        "sources": "source ops",
+        "sinks": "sink ops",
+        "total_runtime": "total runtime (s)",
+        "critical_path": "critical path (s)",
+        "critical_path_ops": "ops on the critical path",
+        "max_speedup": "speedup bound (total / critical path)",
+        "total_tensor_size": "sum of tensor sizes (bytes)",
+        "persistent_tensor_size": "persistent tensors (bytes)",
+        "max_tensor_size": "largest tensor (bytes)",
+    }
+    for key, label in labels.items():
+        value = summary[key]
+        table.add_row(label, f"{value:,.6g}" if isinstance(value, float) else f"{value:,}")
+    if summary["op_types"]:
+        top = list(summary["op_types"].items())[:8]
+        table.add_row("op types", ", ".join(f"{k} {v}" for k, v in top))
+    console.print(table)
+
+
+@app.command()
+@_user_errors
+def score(
+    graph_path: Annotated[
+        Path, typer.Argument(help="Graph file (.json or .npz).", metavar="GRAPH")
+    ],
+    solution_path: Annotated[
+        Path, typer.Argument(help="Solution file (graphopt.solution/1).", metavar="SOLUTION")
+    ],
+    devices: Annotated[int | None, typer.Option(help="Devices [default: the solution's].")] = None,
+    capacity: Annotated[str | None, typer.Option(help="Memory per device, e.g. 16GiB.")] = None,
+    latency: Annotated[
+        float | None, typer.Option(help="Seconds added to each transfer [default: 0].")
+    ] = None,
+    bandwidth: Annotated[
+        float | None, typer.Option(help="Transfer bytes/second [default: infinite].")
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Transfer mode: sync or async [default: sync].")
+    ] = None,
+    reference: Annotated[
+        bool, typer.Option(help="Use the plain reference scorer (slow oracle).")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check a solution and compute its peak memory and makespan (COST_MODEL.md).
+
+    Machine settings come from the options, else from the solution's `machine` field, else the
+    defaults. Exits 1 when the solution's claimed objective disagrees with the computed one (checked
+    only on the solution's own machine, i.e. when no machine option is given).
+    """
+    graph = read_graph(graph_path)
+    solution = read_solution(solution_path, graph, n_devices=devices)
+    recorded = dict(solution.machine)
+    machine = Machine(
+        n_devices=solution.n_devices,
+        capacity=parse_bytes(capacity) if capacity is not None else recorded.get("capacity"),
+        latency=latency if latency is not None else recorded.get("latency", 0.0),
+        bandwidth=_bandwidth(bandwidth if bandwidth is not None else recorded.get("bandwidth")),
+        mode=mode if mode is not None else recorded.get("mode", "sync"),
+    )
+    if reference:
+        from graphopt.costmodels._reference import reference_score
+
+        result = reference_score(graph, solution, machine)
+    else:
+        result = Scorer(graph, machine).score(solution)
+    claimed = dict(solution.objective)
+    # Claims describe the solution's own machine; with another machine they are not comparable.
+    overridden = any(v is not None for v in (devices, capacity, latency, bandwidth, mode))
+    disagreements = [] if overridden else result.disagreements(claimed)
+    document = {
+        "graph": graph.name,
+        "devices": machine.n_devices,
+        "valid": True,
+        **result.to_json(),
+        "machine": machine.to_json(),
+        "claimed": claimed,
+        "claims_agree": None if overridden else not disagreements,
+    }
+    if as_json:
+        _print_json(document)
+    else:
+        table = Table(
+            title=f"{solution_path.name} on {graph.name or graph_path.name}", show_header=False
+        )
+        table.add_row("valid", "yes")
+        table.add_row("peak memory (bytes)", f"{result.peak_memory:,}")
+        table.add_row("per device", ", ".join(f"{p:,}" for p in result.peak_memory_per_device))
+        if machine.capacity is not None:
+            table.add_row(
+                "fits capacity",
+                f"{'yes' if result.feasible else 'no'} ({machine.capacity:,} per device)",
+            )
+        table.add_row("makespan (s)", f"{result.makespan:.9g}")
+        table.add_row("speedup", f"{result.speedup:.4f}")
+        console.print(table)
+        for line in disagreements:
+            typer.echo(f"claim disagrees: {line}", err=True)
+    if disagreements:
+        raise typer.Exit(1)
+
+
+def _bandwidth(value: float | None) -> float:
+    """None (a solution's JSON null) is infinite bandwidth."""
+    return math.inf if value is None else value
+
+
+def main() -> None:
+    """Entry point of the `graphopt` script."""
+    app()

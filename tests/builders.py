@@ -1,0 +1,55 @@
+"""Tiny hand-made graphs and solutions for unit tests, written as in the JSON contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphopt.ir.graph import Graph
+from graphopt.ir.io import graph_from_json, solution_from_json
+
+
+def graph(ops: list[dict[str, Any]], tensors: list[dict[str, Any]], name: str = "g") -> Graph:
+    """A graph from contract-style op and tensor dicts."""
+    return graph_from_json(
+        {"format": "graphopt.graph/1", "name": name, "ops": ops, "tensors": tensors}
+    )
+
+
+def op(name: str, runtime: float = 1.0, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "runtime": runtime, **extra}
+
+
+def tensor(name: str, size: int, producer: str, *consumers: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "size": size, "producer": producer, "consumers": list(consumers), **extra}
+
+
+def solution(g: Graph, placement: dict[str, int], schedule: list[str], devices: int = 1):
+    """A solution from a placement and a schedule written as 'op' or 'tensor>device'."""
+    events = []
+    for item in schedule:
+        if ">" in item:
+            name, device = item.split(">")
+            events.append({"transfer": name, "to": int(device)})
+        else:
+            events.append({"op": item})
+    document = {
+        "format": "graphopt.solution/1",
+        "graph": g.name,
+        "devices": devices,
+        "placement": placement,
+        "schedule": events,
+    }
+    return solution_from_json(document, g)
+
+
+def tiny() -> Graph:
+    """The contract's example graph (COST_MODEL.md section 1)."""
+    return graph(
+        [
+            op("a", 2.0, type="MatMul", temp_memory=0),
+            op("b", 1.0, type="Relu"),
+            op("c", 1.0, type="Add"),
+        ],
+        [tensor("a:0", 400, "a", "b", "c"), tensor("b:0", 100, "b", "c"), tensor("c:0", 100, "c")],
+        name="tiny",
+    )

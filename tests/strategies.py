@@ -1,0 +1,90 @@
+"""Hypothesis strategies shared by the tests: random graphs, machines and valid solutions."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution, random_schedule, topological_schedule
+
+
+def random_graph(rng: np.random.Generator, n_ops: int, density: float) -> Graph:
+    """A random DAG with the awkward cases the rules mention.
+
+    Ops get 0-3 outputs; consumers come after the producer in a random rank (so op indices are
+    not a topological order); some tensors are zero-size, persistent, graph outputs (no
+    consumers), or list the same consumer twice.
+    """
+    rank = rng.permutation(n_ops)
+    by_rank = np.argsort(rank)
+    tensor_names, sizes, producers, persistent, ptr, consumers = [], [], [], [], [0], []
+    for op in range(n_ops):
+        for k in range(int(rng.integers(0, 4))):
+            later = by_rank[rank[op] + 1 :]
+            chosen = later[rng.random(later.shape[0]) < density].tolist()
+            if chosen and rng.random() < 0.2:
+                chosen.append(chosen[0])
+            tensor_names.append(f"t{op}_{k}")
+            sizes.append(0 if rng.random() < 0.15 else int(rng.integers(1, 1000)))
+            producers.append(op)
+            persistent.append(bool(rng.random() < 0.15))
+            consumers.extend(chosen)
+            ptr.append(len(consumers))
+    runtime = np.where(rng.random(n_ops) < 0.1, 0.0, rng.random(n_ops) * 5)
+    temp = np.where(rng.random(n_ops) < 0.7, 0, rng.integers(0, 500, n_ops))
+    return Graph.from_arrays(
+        "random",
+        [f"op{i}" for i in range(n_ops)],
+        runtime,
+        tensor_names,
+        sizes,
+        producers,
+        ptr,
+        consumers,
+        op_temp_memory=temp,
+        tensor_persistent=persistent,
+    )
+
+
+@st.composite
+def graphs(draw: st.DrawFn, max_ops: int = 25) -> Graph:
+    """Random graphs of 1..max_ops ops."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    n_ops = draw(st.integers(1, max_ops))
+    density = draw(st.sampled_from([0.05, 0.15, 0.3, 0.6]))
+    return random_graph(np.random.default_rng(seed), n_ops, density)
+
+
+@st.composite
+def machines(draw: st.DrawFn, max_devices: int = 5) -> Machine:
+    """Machines with 1..max_devices devices, both transfer modes, free and costly transfers."""
+    return Machine(
+        n_devices=draw(st.integers(1, max_devices)),
+        capacity=draw(st.one_of(st.none(), st.integers(0, 5000))),
+        latency=draw(st.sampled_from([0.0, 0.5, 2.0])),
+        bandwidth=draw(st.sampled_from([float("inf"), 100.0, 1000.0])),
+        mode=draw(st.sampled_from(["sync", "async"])),
+    )
+
+
+@st.composite
+def problems(draw: st.DrawFn, max_ops: int = 25) -> tuple[Graph, Machine, Solution]:
+    """A graph, a machine and a valid solution: random placement, random or topological order."""
+    graph = draw(graphs(max_ops))
+    machine = draw(machines())
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    d = machine.n_devices
+    spread = draw(st.sampled_from(["random", "one", "blocks"]))
+    if spread == "random":
+        placement = rng.integers(0, d, graph.n_ops)
+    elif spread == "one":
+        placement = np.full(graph.n_ops, int(rng.integers(0, d)))
+    else:
+        placement = (np.arange(graph.n_ops) * d) // max(graph.n_ops, 1)
+    if draw(st.booleans()):
+        solution = random_schedule(graph, placement, d, rng)
+    else:
+        solution = topological_schedule(graph, placement, d)
+    return graph, machine, solution
