@@ -3,12 +3,15 @@
     .venv/bin/python benchmarks/bench_scorer.py [--sizes 1000 10000 100000] [--devices 2]
         [--json out.json]
 
-For each graph size: an Erdos-Renyi graph (mean degree 6, so about 3 edges per op), random
+For each graph size: a graph of `--family` (default Erdos-Renyi; mean degree 6, so about 3
+edges per op in every family), random
 placements on d devices and random valid orders. It times one solution through
 `Scorer.evaluate` (single thread, Python call included), a population of 100 through
-`Scorer.evaluate_population` (parallel over members), and `reference_score` on the same inputs,
-and checks that all agree. Times are medians over repeats. It also measures the numba compile time
-in a fresh process, and the time to load the kernels from numba's cache in a second one.
+`Scorer.evaluate_population` (parallel over members; above 20,000 ops the 100 members repeat
+fewer distinct solutions, since drawing random orders is slow Python), and `reference_score` on
+the same inputs, and checks that all agree. Times are medians over repeats. It also measures
+the numba compile time in a fresh process, and the time to load the kernels from numba's cache
+in a second one.
 """
 
 from __future__ import annotations
@@ -46,14 +49,16 @@ def median_seconds(call, repeats: int, inner: int) -> float:
     return statistics.median(samples)
 
 
-def bench_size(n_ops: int, n_devices: int, seed: int) -> dict:
-    graph = generate("erdos_renyi", n_ops, seed=seed)
+def bench_size(n_ops: int, n_devices: int, seed: int, family: str) -> dict:
+    graph = generate(family, n_ops, seed=seed)
     machine = Machine(n_devices=n_devices)
     rng = np.random.default_rng(seed)
-    members = [
+    distinct = min(POPULATION, max(10, 2_000_000 // n_ops))  # drawing orders is slow Python
+    drawn = [
         random_schedule(graph, rng.integers(0, n_devices, graph.n_ops), n_devices, rng)
-        for _ in range(POPULATION)
+        for _ in range(distinct)
     ]
+    members = [drawn[i % distinct] for i in range(POPULATION)]
     scorer = Scorer(graph, machine)
     first = members[0]
     scorer.evaluate(first.placement, first.order)  # compile or load from cache
@@ -136,6 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--family", default="erdos_renyi", help="graph family (see generate)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
 
@@ -143,10 +149,11 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for n_ops in args.sizes:
         with console.status(f"benchmarking {n_ops:,} ops"):
-            rows.append(bench_size(n_ops, args.devices, args.seed))
+            rows.append(bench_size(n_ops, args.devices, args.seed, args.family))
     cold, warm = compile_times()
 
-    table = Table(title=f"scorer: peak memory + makespan, {args.devices} devices (medians)")
+    title = f"scorer: peak memory + makespan, {args.family}, {args.devices} devices (medians)"
+    table = Table(title=title)
     for column in (
         "ops",
         "edges",
