@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import graph_from_json, solution_from_json
 
@@ -53,3 +55,21 @@ def tiny() -> Graph:
         [tensor("a:0", 400, "a", "b", "c"), tensor("b:0", 100, "b", "c"), tensor("c:0", 100, "c")],
         name="tiny",
     )
+
+
+def assert_same_graph(a: Graph, b: Graph) -> None:
+    """Every array, name and extra field of two graphs is equal."""
+    assert a.name == b.name
+    assert a.op_names == b.op_names and a.tensor_names == b.tensor_names
+    for field in (
+        "op_runtime",
+        "op_temp_memory",
+        "tensor_size",
+        "tensor_producer",
+        "tensor_persistent",
+        "consumer_ptr",
+        "consumer_op",
+    ):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert a.op_attrs == b.op_attrs and a.tensor_attrs == b.tensor_attrs
+    assert dict(a.attrs) == dict(b.attrs)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import solution, tiny
+from builders import assert_same_graph, solution, tiny
 from graphopt.errors import GraphError, SolutionError
 from graphopt.ir.io import (
     graph_from_json,
@@ -25,23 +25,6 @@ from graphopt.ir.io import (
 from strategies import graphs, problems
 
 _DELETE = object()
-
-
-def assert_same_graph(a, b) -> None:
-    assert a.name == b.name
-    assert a.op_names == b.op_names and a.tensor_names == b.tensor_names
-    for field in (
-        "op_runtime",
-        "op_temp_memory",
-        "tensor_size",
-        "tensor_producer",
-        "tensor_persistent",
-        "consumer_ptr",
-        "consumer_op",
-    ):
-        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
-    assert a.op_attrs == b.op_attrs and a.tensor_attrs == b.tensor_attrs
-    assert dict(a.attrs) == dict(b.attrs)
 
 
 @settings(max_examples=60, deadline=None)
