@@ -165,9 +165,11 @@ class Graph:
         ptr = np.zeros(n_tensors + 1, dtype=OFFSET)
         np.cumsum(np.bincount(edge_tensor, minlength=n_tensors), out=ptr[1:])
 
-        n_attrs = [{} for _ in range(n_ops)] if op_attrs is None else list(op_attrs)
-        t_attrs = [{} for _ in range(n_tensors)] if tensor_attrs is None else list(tensor_attrs)
-        if len(n_attrs) != n_ops or len(t_attrs) != n_tensors:
+        op_extras = [{} for _ in range(n_ops)] if op_attrs is None else list(op_attrs)
+        tensor_extras = (
+            [{} for _ in range(n_tensors)] if tensor_attrs is None else list(tensor_attrs)
+        )
+        if len(op_extras) != n_ops or len(tensor_extras) != n_tensors:
             raise GraphError("op_attrs / tensor_attrs must have one mapping per op / tensor")
         graph = Graph(
             name=str(name),
@@ -180,8 +182,8 @@ class Graph:
             tensor_persistent=_frozen(persistent),
             consumer_ptr=_frozen(ptr),
             consumer_op=_frozen(consumers.astype(INDEX)),
-            op_attrs=tuple(n_attrs),
-            tensor_attrs=tuple(t_attrs),
+            op_attrs=tuple(op_extras),
+            tensor_attrs=tuple(tensor_extras),
             attrs=dict(attrs or {}),
         )
         graph._check_acyclic()
