@@ -3,39 +3,10 @@
 See `graphopt.api` for the stable Python API and `graphopt --help` for the command line.
 """
 
-from graphopt.api import (
-    Graph,
-    Machine,
-    Score,
-    Scorer,
-    Solution,
-    load_graph,
-    load_solution,
-    random_schedule,
-    save_graph,
-    save_solution,
-    score,
-    topological_schedule,
-)
+from graphopt import api
+from graphopt.api import *  # noqa: F403 - the package re-exports the stable API as it is
 from graphopt.errors import GraphError, GraphoptError, MachineError, SolutionError
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Graph",
-    "GraphError",
-    "GraphoptError",
-    "Machine",
-    "MachineError",
-    "Score",
-    "Scorer",
-    "Solution",
-    "SolutionError",
-    "load_graph",
-    "load_solution",
-    "random_schedule",
-    "save_graph",
-    "save_solution",
-    "score",
-    "topological_schedule",
-]
+__all__ = [*api.__all__, "GraphError", "GraphoptError", "MachineError", "SolutionError"]

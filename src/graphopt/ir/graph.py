@@ -130,12 +130,7 @@ class Graph:
             raise GraphError(
                 f"op '{op_names[j]}': temp_memory must be an integer >= 0, got {temp[j]}"
             )
-        bad = np.flatnonzero(size < 0)
-        if bad.size:
-            t = bad[0]
-            raise GraphError(
-                f"tensor '{tensor_names[t]}': size must be an integer >= 0, got {size[t]}"
-            )
+        _check_sizes(size, tensor_names)
         bad = np.flatnonzero((producer < 0) | (producer >= n_ops))
         if bad.size:
             t = bad[0]
@@ -383,12 +378,7 @@ class Graph:
     def with_tensor_sizes(self, tensor_size: Any, name: str | None = None) -> Graph:
         """The same topology with new tensor sizes (e.g. REGAL's augmentation), validated."""
         size = _as_array(tensor_size, SIZE, self.n_tensors, "tensor_size")
-        bad = np.flatnonzero(size < 0)
-        if bad.size:
-            t = bad[0]
-            raise GraphError(
-                f"tensor '{self.tensor_names[t]}': size must be an integer >= 0, got {size[t]}"
-            )
+        _check_sizes(size, self.tensor_names)
         return replace(self, tensor_size=_frozen(size), name=self.name if name is None else name)
 
     def __repr__(self) -> str:
@@ -411,6 +401,13 @@ def _as_array(values: Any, dtype: Any, length: int, what: str) -> np.ndarray:
     if array.ndim != 1 or array.shape[0] != length:
         raise GraphError(f"{what}: expected {length} values, got shape {array.shape}")
     return array
+
+
+def _check_sizes(size: np.ndarray, tensor_names: tuple[str, ...]) -> None:
+    bad = np.flatnonzero(size < 0)
+    if bad.size:
+        t = bad[0]
+        raise GraphError(f"tensor '{tensor_names[t]}': size must be an integer >= 0, got {size[t]}")
 
 
 def _check_names(names: tuple[str, ...], kind: str) -> None:
