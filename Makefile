@@ -17,8 +17,9 @@ demo: $(STAMP)
 	@mkdir -p $(DEMO)
 	$(BIN)/graphopt generate layered -n 200 --seed 0 -o $(DEMO)/graph.json
 	$(BIN)/graphopt info $(DEMO)/graph.json
-	$(BIN)/python examples/trivial_solution.py $(DEMO)/graph.json $(DEMO)/solution.json --devices 2
+	$(BIN)/graphopt optimize $(DEMO)/graph.json --devices 2 -o $(DEMO)/solution.json
 	$(BIN)/graphopt score $(DEMO)/graph.json $(DEMO)/solution.json
+	$(BIN)/python examples/compare_solvers.py $(DEMO)/graph.json --devices 2
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -27,8 +28,10 @@ test-all: $(STAMP)
 	$(BIN)/python -m pytest -q -m ''
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python benchmarks/bench_scorer.py
 	$(BIN)/python benchmarks/bench_io.py
+	$(BIN)/python benchmarks/bench_brkga.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

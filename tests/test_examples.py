@@ -29,3 +29,12 @@ def test_trivial_solution_writes_a_valid_scored_solution(tmp_path) -> None:
     claimed = json.loads(solution_path.read_text())["objective"]
     assert solution.n_devices == 3
     assert score(graph, solution).disagreements(claimed) == []
+
+
+def test_compare_solvers_runs_every_solver_on_the_same_budget(tmp_path) -> None:
+    graph_path = tmp_path / "g.json"
+    write_graph(generate("layered", 40, seed=1), graph_path)
+    results = load("compare_solvers").main([str(graph_path), "--budget", "300"])
+    assert set(results) == {"auto", "brkga", "xla-dfs", "compiler-best", "gp-metis"}
+    assert results["brkga"].evaluations == 300
+    assert results["auto"].value <= results["compiler-best"].value

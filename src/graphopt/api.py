@@ -1,4 +1,4 @@
-"""The stable Python API: load and save graphs and solutions, build machines, score solutions."""
+"""The stable Python API: load and save graphs and solutions, score them, optimize graphs."""
 
 from __future__ import annotations
 
@@ -10,15 +10,25 @@ from graphopt.ir.io import read_solution as load_solution
 from graphopt.ir.io import write_graph as save_graph
 from graphopt.ir.io import write_solution as save_solution
 from graphopt.ir.solution import Solution, random_schedule, topological_schedule
+from graphopt.optimize import optimize
+from graphopt.solvers.base import Budget, Objective, Problem, Result
+from graphopt.solvers.registry import SOLVERS, make_solver
 
 __all__ = [
+    "SOLVERS",
+    "Budget",
     "Graph",
     "Machine",
+    "Objective",
+    "Problem",
+    "Result",
     "Score",
     "Scorer",
     "Solution",
     "load_graph",
     "load_solution",
+    "make_solver",
+    "optimize",
     "random_schedule",
     "save_graph",
     "save_solution",

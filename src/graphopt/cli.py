@@ -1,4 +1,4 @@
-"""The `graphopt` command line: generate, info, score.
+"""The `graphopt` command line: generate, info, score, optimize, bench.
 
 Every command that prints results also takes `--json` and then prints exactly one JSON object on
 stdout. Invalid input ends with one line on stderr naming the item and the rule, and exit
@@ -261,6 +261,213 @@ def score(
             typer.echo(f"claim disagrees: {line}", err=True)
     if disagreements:
         raise typer.Exit(1)
+
+
+def _machine_options(
+    devices: int, capacity: str | None, latency: float, bandwidth: float | None, mode: str
+) -> Machine:
+    return Machine(
+        n_devices=devices,
+        capacity=parse_bytes(capacity) if capacity is not None else None,
+        latency=latency,
+        bandwidth=_bandwidth(bandwidth),
+        mode=mode,  # type: ignore[arg-type]
+    )
+
+
+def _parse_pin(text: str) -> tuple[str, int]:
+    name, sep, device = text.rpartition("=")
+    if not sep or not name or not device.strip().lstrip("-").isdigit():
+        raise GraphoptError(f"--pin must look like OP=DEVICE, got '{text}'")
+    return name, int(device)
+
+
+@app.command()
+@_user_errors
+def optimize(
+    graph_path: Annotated[
+        Path, typer.Argument(help="Graph file (.json or .npz).", metavar="GRAPH")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Solution file to write (graphopt.solution/1).")
+    ],
+    objective: Annotated[
+        str, typer.Option(help="What to minimize: peak-memory or makespan.")
+    ] = "peak-memory",
+    devices: Annotated[int, typer.Option(help="Number of devices.")] = 1,
+    capacity: Annotated[str | None, typer.Option(help="Memory per device, e.g. 16GiB.")] = None,
+    latency: Annotated[float, typer.Option(help="Seconds added to each transfer.")] = 0.0,
+    bandwidth: Annotated[
+        float | None, typer.Option(help="Transfer bytes/second [default: infinite].")
+    ] = None,
+    mode: Annotated[str, typer.Option(help="Transfer mode: sync or async.")] = "sync",
+    solver: Annotated[str, typer.Option(help="Solver name (see `graphopt solvers`).")] = "auto",
+    budget: Annotated[
+        int | None, typer.Option(help="Evaluations [default: 5000 unless --time is given].")
+    ] = None,
+    time_limit: Annotated[float | None, typer.Option("--time", help="Seconds of search.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    pin: Annotated[
+        list[str] | None,
+        typer.Option(help="Fix an op's device: OP=DEVICE, repeatable."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Find a placement and schedule; write the best solution and print a summary.
+
+    Ctrl-C stops the search and still writes the best solution found so far. Exits 3 (after
+    writing it) when no solution found fits the capacity.
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from graphopt.ir.io import write_solution
+    from graphopt.optimize import optimize as run_optimize
+    from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
+
+    graph = read_graph(graph_path)
+    machine = _machine_options(devices, capacity, latency, bandwidth, mode)
+    pins = dict(_parse_pin(p) for p in pin or [])
+    unit = "bytes" if objective == "peak-memory" else "s"
+    total = budget if budget is not None else (None if time_limit is not None else 5000)
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[best]}"),
+    ]
+    with Progress(
+        *columns, TimeElapsedColumn(), console=Console(stderr=True), disable=as_json
+    ) as bar:
+        task = bar.add_task(solver, total=total, best="")
+
+        def progress(evaluations: int, value: float, excess: int) -> None:
+            over = f", {excess:,} bytes over capacity" if excess else ""
+            bar.update(task, completed=evaluations, best=f"best {value:,.6g} {unit}{over}")
+
+        result = run_optimize(
+            graph, machine, objective, solver, budget, time_limit, seed, pins, (), progress
+        )
+        bar.update(task, completed=result.evaluations)
+    solution = result.solution
+    write_solution(graph, solution, output)
+    if result.objective.value == "peak-memory":
+        bound: float = peak_memory_lower_bound(graph)
+    else:
+        bound = makespan_lower_bound(graph, machine)
+    if result.lower_bound is not None:
+        bound = max(bound, result.lower_bound)
+    summary = {
+        "graph": graph.name,
+        "solver": solver,
+        "objective": result.objective.value,
+        "value": result.value,
+        "lower_bound": bound,
+        "status": result.status,
+        "feasible": result.feasible,
+        "evaluations": result.evaluations,
+        "seconds": result.seconds,
+        **result.score.to_json(),
+        "output": str(output),
+    }
+    if as_json:
+        _print_json(summary)
+    else:
+        table = Table(title=f"{solver} on {graph.name or graph_path.name}", show_header=False)
+        table.add_row("objective", f"{result.objective.value} ({unit})")
+        table.add_row("best", f"{result.value:,.9g}")
+        table.add_row("lower bound", f"{bound:,.9g}")
+        table.add_row("status", result.status)
+        table.add_row("peak memory (bytes)", f"{result.score.peak_memory:,}")
+        table.add_row("makespan (s)", f"{result.score.makespan:.9g}")
+        table.add_row("evaluations", f"{result.evaluations:,}")
+        table.add_row("seconds", f"{result.seconds:.3f}")
+        table.add_row("written to", str(output))
+        console.print(table)
+    if not result.feasible:
+        worst = max(result.score.peak_memory_per_device)
+        typer.echo(
+            f"error: no solution found fits the capacity of {machine.capacity:,} bytes per "
+            f"device; the best needs {worst:,} bytes (exceeds by {worst - machine.capacity:,}); "
+            f"it was written to {output}",
+            err=True,
+        )
+        raise typer.Exit(3)
+
+
+@app.command()
+@_user_errors
+def bench(
+    suite: Annotated[
+        str, typer.Argument(help="Suite name (tiny-20, small-100, ...) or a folder of graphs.")
+    ],
+    solvers: Annotated[
+        str, typer.Option(help="Comma-separated solver names; brkga is always included.")
+    ] = "brkga,compiler-best,gp-metis",
+    objective: Annotated[str, typer.Option(help="peak-memory or makespan.")] = "peak-memory",
+    devices: Annotated[int, typer.Option(help="Number of devices.")] = 2,
+    capacity: Annotated[str | None, typer.Option(help="Memory per device, e.g. 16GiB.")] = None,
+    budget: Annotated[int, typer.Option(help="Evaluations per solver run.")] = 5000,
+    seeds: Annotated[int, typer.Option(help="Seeds per graph and solver.")] = 1,
+    exact_time: Annotated[
+        float, typer.Option("--exact-time", help="CP-SAT seconds per graph.")
+    ] = 10.0,
+    output_dir: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="Folder for the reports.")
+    ] = Path("out/bench"),
+    as_json: JsonFlag = False,
+) -> None:
+    """Compare solvers on a suite with the papers' metrics; write markdown, CSV and a plot."""
+    from rich.progress import Progress
+
+    from graphopt.evaluation.bench import markdown_table, run_bench, write_reports
+    from graphopt.evaluation.suites import load_suite
+    from graphopt.solvers.base import Objective, SolverError
+    from graphopt.solvers.registry import SOLVERS
+
+    names = [name.strip() for name in solvers.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SOLVERS]
+    if unknown:
+        raise SolverError(f"unknown solver {unknown[0]!r}; valid solvers: {', '.join(SOLVERS)}")
+    try:
+        goal = Objective(objective)
+    except ValueError:
+        raise SolverError(
+            f"unknown objective {objective!r}; valid: peak-memory, makespan"
+        ) from None
+    graphs = load_suite(suite)
+    machine = _machine_options(devices, capacity, 0.0, None, "sync")
+    total = len(graphs) * len(dict.fromkeys([*names, "brkga"])) * seeds
+    with Progress(console=Console(stderr=True), disable=as_json) as bar:
+        task = bar.add_task(f"bench {suite}", total=total)
+        result = run_bench(
+            graphs,
+            machine,
+            goal,
+            names,
+            seeds=range(seeds),
+            evaluations=budget,
+            exact_seconds=exact_time,
+            progress=lambda label: bar.update(task, advance=1, description=label[:40]),
+        )
+    title = f"{suite}: {goal.value}, {devices} devices, {len(graphs)} graphs, {seeds} seed(s)"
+    folder = output_dir / Path(suite).name
+    written = write_reports(result, folder, title)
+    if as_json:
+        _print_json({"suite": suite, "summary": result.summary, "files": [str(p) for p in written]})
+    else:
+        typer.echo(title)
+        typer.echo(markdown_table(result.summary, budget))
+        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+
+
+@app.command()
+def solvers() -> None:
+    """List the solvers `optimize --solver` and `bench --solvers` accept."""
+    from graphopt.solvers.registry import DESCRIPTIONS
+
+    table = Table("solver", "what it does")
+    for name, text in DESCRIPTIONS.items():
+        table.add_row(name, text)
+    console.print(table)
 
 
 def _bandwidth(value: float | None) -> float:

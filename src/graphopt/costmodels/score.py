@@ -101,7 +101,7 @@ class Scorer:
     def __init__(self, graph: Graph, machine: Machine) -> None:
         self.graph = graph
         self.machine = machine
-        self._graph_arrays = (
+        self.kernel_arrays = (  # the graph as the numba kernels take it
             graph.tensor_size,
             graph.tensor_producer,
             graph.tensor_persistent,
@@ -114,7 +114,7 @@ class Scorer:
             graph.op_runtime,
             graph.op_temp_memory,
         )
-        self._machine_args = (
+        self.machine_args = (  # d, latency, bandwidth, sync
             machine.n_devices,
             float(machine.latency),
             float(machine.bandwidth),
@@ -135,10 +135,10 @@ class Scorer:
         """
         peak = np.zeros(self.machine.n_devices, dtype=np.int64)
         violation, where, detail, makespan = _kernels.score_solution(
-            *self._graph_arrays,
+            *self.kernel_arrays,
             np.ascontiguousarray(placement, dtype=np.int32),
             np.ascontiguousarray(order, dtype=np.int64),
-            *self._machine_args,
+            *self.machine_args,
             peak,
         )
         return peak, makespan, (violation, where, detail)
@@ -166,11 +166,11 @@ class Scorer:
         status = np.zeros((n, 3), dtype=np.int64)
         makespans = np.zeros(n, dtype=np.float64)
         _kernels.score_population(
-            *self._graph_arrays,
+            *self.kernel_arrays,
             placements,
             orders,
             np.ascontiguousarray(lengths, dtype=np.int64),
-            *self._machine_args,
+            *self.machine_args,
             peaks,
             status,
             makespans,

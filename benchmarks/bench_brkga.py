@@ -1,0 +1,163 @@
+"""BRKGA speed: decode + score of one chromosome, BRKGA 5K wall time, and pymoo side by side.
+
+    .venv/bin/python benchmarks/bench_brkga.py [--sizes 1000 10000] [--devices 2]
+        [--evaluations 5000] [--family layered] [--json out.json]
+
+For each size: the median time of one `decode_and_score` call (single thread, fused random-key
+decoding + exact scoring, paper 001 3.2.1), of a batch of 100 through the parallel population
+kernel, and the wall time of `BRKGA().solve` with the evaluation budget (paper 001 defaults).
+Then pymoo 0.6's BRKGA drives the same fitness with the same hyper-parameters (pi=100, pi_e=10,
+pi_c=80, 10 mutants, rho=0.7) and the same budget, twice: with the population scored in one
+vectorized call (our parallel kernel; pymoo adds only its own overhead) and element-wise (one
+decoder call per chromosome, how pymoo problems are usually written). Needs the `bench` extra
+(`pip install -e '.[bench]'`) for the pymoo columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.generators import generate
+from graphopt.solvers.base import Budget, Problem
+from graphopt.solvers.brkga import BRKGA
+from graphopt.solvers.random_keys import RandomKeyDecoder, decode_and_score
+
+
+def median_seconds(call, repeats: int, inner: int) -> float:
+    """Median over `repeats` of the mean time of `inner` back-to-back calls."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            call()
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+def pymoo_seconds(decoder: RandomKeyDecoder, evaluations: int, vectorized: bool) -> float:
+    """Wall time of pymoo's BRKGA on the same fitness, or nan without pymoo."""
+    try:
+        from pymoo.algorithms.soo.nonconvex.brkga import BRKGA as PymooBRKGA
+        from pymoo.core.problem import Problem as PymooProblem
+        from pymoo.optimize import minimize
+    except ImportError:
+        return float("nan")
+
+    def fitness(keys: np.ndarray) -> np.ndarray:
+        decoded = decoder.evaluate(keys)
+        return decoded.value + decoded.excess.astype(float) * 1e30
+
+    class Fitness(PymooProblem):
+        def __init__(self) -> None:
+            super().__init__(n_var=decoder.n_genes, n_obj=1, xl=0.0, xu=1.0)
+
+        def _evaluate(self, x, out, *args, **kwargs) -> None:
+            if vectorized:
+                out["F"] = fitness(x)
+            else:
+                out["F"] = np.array([fitness(row[None])[0] for row in x])
+
+    algorithm = PymooBRKGA(
+        n_elites=10, n_offsprings=80, n_mutants=10, bias=0.7, eliminate_duplicates=False
+    )
+    start = time.perf_counter()
+    minimize(Fitness(), algorithm, ("n_evals", evaluations), seed=0, verbose=False)
+    return time.perf_counter() - start
+
+
+def bench_size(n_ops: int, n_devices: int, evaluations: int, family: str) -> dict:
+    graph = generate(family, n_ops, seed=0)
+    problem = Problem(graph, Machine(n_devices=n_devices))
+    decoder = RandomKeyDecoder(problem)
+    keys = np.random.default_rng(0).random((100, decoder.n_genes))
+    placement = np.empty(graph.n_ops, np.int32)
+    order = np.empty(decoder.max_events, np.int64)
+    peak = np.empty(n_devices, np.int64)
+    row = iter(range(10**9))
+
+    def one() -> None:
+        decode_and_score(
+            *decoder.kernel_arrays,
+            decoder.pins,
+            keys[next(row) % 100],
+            *decoder.machine_args,
+            placement,
+            order,
+            peak,
+        )
+
+    one()
+    decoder.evaluate(keys)
+    inner = max(1, 20_000 // n_ops)
+    single = median_seconds(one, 7, inner)
+    batch = median_seconds(lambda: decoder.evaluate(keys), 7, 1)
+    BRKGA().solve(problem, Budget(evaluations=300))
+    runs = []
+    for seed in range(3):
+        start = time.perf_counter()
+        result = BRKGA().solve(problem, Budget(evaluations=evaluations), seed=seed)
+        runs.append(time.perf_counter() - start)
+    ours = statistics.median(runs)
+    vectorized = pymoo_seconds(decoder, evaluations, vectorized=True)
+    elementwise = pymoo_seconds(decoder, evaluations, vectorized=False)
+    return {
+        "ops": n_ops,
+        "edges": graph.n_edges,
+        "devices": n_devices,
+        "decode_score_single_us": single * 1e6,
+        "decode_score_batch100_ms": batch * 1e3,
+        "brkga_seconds": ours,
+        "brkga_value": result.value,
+        "pymoo_vectorized_seconds": vectorized,
+        "pymoo_elementwise_seconds": elementwise,
+    }
+
+
+def main() -> None:
+    """Runs the sizes and prints the table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--evaluations", type=int, default=5000)
+    parser.add_argument("--family", default="layered")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args()
+    rows = [bench_size(n, args.devices, args.evaluations, args.family) for n in args.sizes]
+    table = Table(title=f"BRKGA {args.evaluations:,} evaluations, {args.family}, d={args.devices}")
+    for column in (
+        "ops",
+        "decode+score 1",
+        "batch of 100",
+        "BRKGA",
+        "pymoo (vector)",
+        "pymoo (element)",
+        "speed-up vs pymoo",
+    ):
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(
+            f"{r['ops']:,}",
+            f"{r['decode_score_single_us']:.1f} µs",
+            f"{r['decode_score_batch100_ms']:.2f} ms",
+            f"{r['brkga_seconds']:.3f} s",
+            f"{r['pymoo_vectorized_seconds']:.3f} s",
+            f"{r['pymoo_elementwise_seconds']:.3f} s",
+            f"{r['pymoo_vectorized_seconds'] / r['brkga_seconds']:.1f}x / "
+            f"{r['pymoo_elementwise_seconds'] / r['brkga_seconds']:.1f}x",
+        )
+    Console().print(table)
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(rows, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

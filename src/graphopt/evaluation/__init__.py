@@ -1,0 +1,1 @@
+"""Benchmark suites, the papers' metrics, and reports (tables, CSV, plots)."""

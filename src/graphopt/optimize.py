@@ -1,0 +1,75 @@
+"""`optimize`: one call from a graph and a machine to a scored solution (API and CLI share it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
+from graphopt.solvers.base import Budget, Objective, Problem, Progress, Result, SolverError
+from graphopt.solvers.registry import make_solver
+
+DEFAULT_EVALUATIONS = 5000
+"""REGAL's evaluation limit (paper 001 section 4.2), the default budget."""
+
+
+def pins_from_names(graph: Graph, pins: Mapping[str, int]) -> np.ndarray | None:
+    """[n_ops] pins (-1 = free) from {op name: device}; None when empty.
+
+    Raises:
+        SolverError: naming an op the graph does not have.
+    """
+    if not pins:
+        return None
+    ids = graph.op_ids
+    pinned = np.full(graph.n_ops, -1, dtype=np.int64)
+    for name, device in pins.items():
+        if name not in ids:
+            raise SolverError(f"cannot pin op {name!r}: the graph has no op of that name")
+        pinned[ids[name]] = device
+    return pinned
+
+
+def optimize(
+    graph: Graph,
+    machine: Machine | None = None,
+    objective: Objective | str = Objective.PEAK_MEMORY,
+    solver: str = "auto",
+    evaluations: int | None = None,
+    seconds: float | None = None,
+    seed: int = 0,
+    pins: Mapping[str, int] | None = None,
+    initial: Sequence[Solution] = (),
+    progress: Progress | None = None,
+) -> Result:
+    """Optimizes placement and schedule of `graph` on `machine` for `objective`.
+
+    Args:
+        graph: the computation graph.
+        machine: devices, capacity and transfers (default: one device, no capacity).
+        objective: 'peak-memory' or 'makespan'.
+        solver: a name from `graphopt.solvers.registry.SOLVERS`.
+        evaluations: evaluation budget; defaults to 5,000 when `seconds` is not given either.
+        seconds: wall-clock budget.
+        seed: the same seed gives the same result under an evaluation budget.
+        pins: {op name: device} for ops whose device is fixed.
+        initial: known solutions to start from.
+        progress: called on every improvement.
+
+    Raises:
+        SolverError: unknown solver or objective, bad budget, bad pins.
+    """
+    try:
+        objective = Objective(objective)
+    except ValueError:
+        valid = ", ".join(o.value for o in Objective)
+        raise SolverError(f"unknown objective {objective!r}; valid: {valid}") from None
+    machine = machine or Machine()
+    if evaluations is None and seconds is None:
+        evaluations = DEFAULT_EVALUATIONS
+    budget = Budget(evaluations=evaluations, seconds=seconds)
+    problem = Problem(graph, machine, objective, pins_from_names(graph, pins or {}))
+    return make_solver(solver).solve(problem, budget, seed, initial, progress)

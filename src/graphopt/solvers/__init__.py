@@ -1,0 +1,1 @@
+"""Optimizers: decoders, metaheuristics, classical baselines and exact models."""

@@ -1,0 +1,444 @@
+"""What every solver shares: the problem, the budget, fitness ranking, the tracker and the result.
+
+One driver, many solvers (ARCHITECTURE.md principle 3): a solver is a small object whose `run`
+searches and offers each evaluated candidate to a `Tracker`. The tracker counts evaluations
+against the budget, keeps the best solution so far and its trace (best-so-far against
+evaluations, papers 000 fig. 2 and 001 fig. 5), and stops the search when the budget is spent.
+`Solver.solve` wraps `run` with the tracker, re-scores the best solution with the exact scorer,
+and turns Ctrl-C into an early, still valid result.
+
+Ranking (REGAL A.2): with a capacity, every feasible solution ranks above every infeasible one.
+Candidates are compared by the key (excess, value): `excess` is the bytes by which the peak
+memory of all devices together exceeds the capacity (0 when feasible) and `value` is the
+objective (peak memory in bytes or makespan in seconds).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+import numpy as np
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Score, Scorer
+from graphopt.errors import GraphoptError
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
+
+
+class SolverError(GraphoptError):
+    """An impossible or malformed optimization request (budget, pins, options, solver name)."""
+
+
+class Objective(StrEnum):
+    """What a search minimizes."""
+
+    PEAK_MEMORY = "peak-memory"
+    MAKESPAN = "makespan"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long a search may run: a number of fitness evaluations, seconds, or both.
+
+    Attributes:
+        evaluations: maximum candidate evaluations (calls of the cost model), or None.
+        seconds: maximum wall-clock seconds, or None.
+    """
+
+    evaluations: int | None = None
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.evaluations is None and self.seconds is None:
+            raise SolverError("a budget needs evaluations or seconds (or both)")
+        if self.evaluations is not None and (
+            isinstance(self.evaluations, bool)
+            or not isinstance(self.evaluations, int | np.integer)
+            or self.evaluations < 1
+        ):
+            raise SolverError(
+                f"budget evaluations must be an integer >= 1, got {self.evaluations!r}"
+            )
+        if self.seconds is not None and (
+            isinstance(self.seconds, bool)
+            or not isinstance(self.seconds, int | float)
+            or not math.isfinite(self.seconds)
+            or self.seconds <= 0
+        ):
+            raise SolverError(f"budget seconds must be a finite number > 0, got {self.seconds!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """A graph to optimize on a machine for an objective, with optional pinned ops.
+
+    Attributes:
+        graph: the computation graph.
+        machine: devices, capacity and transfer model.
+        objective: what to minimize.
+        pinned: [n_ops] int32 device each op must run on, or -1 where free; None when no op
+            is pinned. Every solver honours it.
+    """
+
+    graph: Graph
+    machine: Machine
+    objective: Objective = Objective.PEAK_MEMORY
+    pinned: np.ndarray | None = None
+    scorer: Scorer = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "objective", Objective(self.objective))
+        object.__setattr__(self, "scorer", Scorer(self.graph, self.machine))
+        if self.pinned is None:
+            return
+        pinned = np.array(self.pinned, dtype=np.int64).reshape(-1)
+        if pinned.shape[0] != self.graph.n_ops:
+            raise SolverError(f"pinned has {pinned.shape[0]} entries for {self.graph.n_ops} ops")
+        bad = np.flatnonzero((pinned < -1) | (pinned >= self.machine.n_devices))
+        if bad.size:
+            op = int(bad[0])
+            raise SolverError(
+                f"op {self.graph.op_names[op]!r} is pinned to device {int(pinned[op])}, "
+                f"but the machine has devices 0..{self.machine.n_devices - 1}"
+            )
+        pinned = pinned.astype(np.int32)
+        pinned.flags.writeable = False
+        object.__setattr__(self, "pinned", pinned)
+
+    def fitness(self, peaks: np.ndarray, makespans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Ranking keys (excess, value) of candidates; lower is better, excess first.
+
+        Args:
+            peaks: [..., n_devices] peak memory per device.
+            makespans: [...] makespans.
+
+        Returns:
+            excess [...] int64 bytes over capacity summed over devices, value [...] float64.
+        """
+        peaks = np.asarray(peaks, dtype=np.int64)
+        capacity = self.machine.capacity
+        if capacity is None:
+            excess = np.zeros(peaks.shape[:-1], dtype=np.int64)
+        else:
+            excess = np.maximum(peaks - capacity, 0).sum(axis=-1)
+        if self.objective is Objective.PEAK_MEMORY:
+            value = peaks.max(axis=-1).astype(np.float64)
+        else:
+            value = np.asarray(makespans, dtype=np.float64)
+        return excess, value
+
+
+class BudgetExhausted(Exception):
+    """Raised by the tracker inside `run` when the budget is spent; `solve` catches it."""
+
+
+@dataclass
+class Trace:
+    """Best-so-far against evaluations: one point per improvement.
+
+    Attributes:
+        evaluations: evaluations spent when the best improved.
+        seconds: seconds since the start at that point.
+        excess: bytes over capacity of the best at that point.
+        value: objective of the best at that point.
+    """
+
+    evaluations: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+    excess: list[int] = field(default_factory=list)
+    value: list[float] = field(default_factory=list)
+
+    def best_at(self, evaluations: np.ndarray) -> np.ndarray:
+        """Objective of the best-so-far after each given number of evaluations (nan before any)."""
+        points = np.asarray(self.evaluations, dtype=np.int64)
+        values = np.asarray(self.value, dtype=np.float64)
+        index = np.searchsorted(points, np.asarray(evaluations), side="right") - 1
+        best = np.full(index.shape, np.nan)
+        best[index >= 0] = values[index[index >= 0]]
+        return best
+
+
+Progress = Callable[[int, float, int], None]
+"""Called as progress(evaluations, best value, best excess) after each offer that improved."""
+
+
+class Tracker:
+    """Counts evaluations, keeps the best candidate and the trace, enforces the budget.
+
+    Solvers call `offer` (one candidate) or `offer_population` (a scored batch) after every
+    evaluation they make. Both raise `BudgetExhausted` once the budget is spent, so a solver's
+    loop needs no budget logic of its own beyond `remaining` for sizing its last batch.
+    """
+
+    def __init__(self, problem: Problem, budget: Budget, progress: Progress | None = None) -> None:
+        self.problem = problem
+        self.budget = budget
+        self.progress = progress
+        self.evaluations = 0
+        self.trace = Trace()
+        self.best_placement: np.ndarray | None = None
+        self.best_order: np.ndarray | None = None
+        self.best_key: tuple[int, float] = (np.iinfo(np.int64).max, math.inf)
+        self.lower_bound: float | None = None
+        self.proven_optimal = False
+        self.start = time.perf_counter()
+        self._evaluation_limit = budget.evaluations
+        self._seconds_limit = budget.seconds
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the tracker was created."""
+        return time.perf_counter() - self.start
+
+    @property
+    def remaining(self) -> int:
+        """Evaluations left in the current phase (a large number when only time is limited)."""
+        if self._evaluation_limit is None:
+            return np.iinfo(np.int32).max
+        return max(self._evaluation_limit - self.evaluations, 0)
+
+    @property
+    def exhausted(self) -> bool:
+        """True once the evaluation or time budget (of the current phase) is spent."""
+        if self._evaluation_limit is not None and self.evaluations >= self._evaluation_limit:
+            return True
+        return self._seconds_limit is not None and self.seconds >= self._seconds_limit
+
+    @contextmanager
+    def phase(self, share: float) -> Iterator[None]:
+        """Runs a block on `share` of what is left of the budget, for solvers run in sequence.
+
+        The block ends quietly when its share is spent; it re-raises when the whole budget is.
+        """
+        saved = self._evaluation_limit, self._seconds_limit
+        if self._evaluation_limit is not None:
+            self._evaluation_limit = self.evaluations + max(1, int(share * self.remaining))
+        if self._seconds_limit is not None:
+            left = max(self._seconds_limit - self.seconds, 0.0)
+            self._seconds_limit = self.seconds + share * left
+        try:
+            yield
+        except BudgetExhausted:
+            self._evaluation_limit, self._seconds_limit = saved
+            if self.exhausted:
+                raise
+        finally:
+            self._evaluation_limit, self._seconds_limit = saved
+
+    def check(self) -> None:
+        """Raises BudgetExhausted when the budget is spent (for solvers between evaluations)."""
+        if self.exhausted:
+            raise BudgetExhausted
+
+    def offer(
+        self, placement: np.ndarray, order: np.ndarray, peaks: np.ndarray, makespan: float
+    ) -> bool:
+        """Records one evaluated valid candidate; returns True when it is the new best."""
+        excess, value = self.problem.fitness(np.asarray(peaks)[None], np.asarray([makespan]))
+        return self.offer_best(placement, order, int(excess[0]), float(value[0]), 1)
+
+    def offer_population(
+        self,
+        placements: np.ndarray,
+        orders: np.ndarray,
+        lengths: np.ndarray,
+        excess: np.ndarray,
+        value: np.ndarray,
+    ) -> bool:
+        """Records a batch of evaluated valid candidates with their ranking keys.
+
+        Shapes:
+            placements: [B, n_ops]; orders: [B, L] with lengths [B] valid events per row;
+            excess, value: [B].
+        """
+        if len(value) == 0:
+            self.check()
+            return False
+        best = int(np.lexsort((value, excess))[0])
+        return self.offer_best(
+            placements[best],
+            orders[best, : lengths[best]],
+            int(excess[best]),
+            float(value[best]),
+            len(value),
+        )
+
+    def offer_best(
+        self, placement: np.ndarray, order: np.ndarray, excess: int, value: float, evaluations: int
+    ) -> bool:
+        """Records `evaluations` evaluations whose best candidate is (placement, order).
+
+        For solvers that rank a batch themselves (e.g. incremental move evaluation) and only
+        materialize its best member; returns True when it is the new best.
+        """
+        improved = self._consider(placement, order, excess, value, evaluations)
+        self.check()
+        return improved
+
+    def set_bound(self, lower_bound: float | None, proven_optimal: bool) -> None:
+        """Records a proven lower bound on the objective (exact solvers)."""
+        self.lower_bound = lower_bound
+        self.proven_optimal = proven_optimal
+
+    def _consider(
+        self, placement: np.ndarray, order: np.ndarray, excess: int, value: float, spent: int
+    ) -> bool:
+        self.evaluations += spent
+        if (excess, value) >= self.best_key:
+            return False
+        self.best_key = (excess, value)
+        self.best_placement = np.array(placement, dtype=np.int32)
+        self.best_order = np.array(order, dtype=np.int64)
+        self.trace.evaluations.append(self.evaluations)
+        self.trace.seconds.append(self.seconds)
+        self.trace.excess.append(excess)
+        self.trace.value.append(value)
+        if self.progress is not None:
+            self.progress(self.evaluations, value, excess)
+        return True
+
+
+@dataclass(frozen=True, eq=False)
+class Result:
+    """What a solve returns: the best solution (scored exactly), how it was found, its trace.
+
+    Attributes:
+        solution: the best solution, with `objective` and `solver` fields filled in.
+        score: its exact score (re-scored by `Scorer.score`).
+        objective: the objective searched.
+        value: the best objective value (peak memory bytes or makespan seconds).
+        feasible: whether it fits the capacity.
+        evaluations: evaluations spent.
+        seconds: wall-clock seconds.
+        trace: best-so-far against evaluations.
+        status: 'optimal' (proven), 'feasible' or 'interrupted' (Ctrl-C).
+        lower_bound: a proven lower bound on the objective, when the solver has one.
+    """
+
+    solution: Solution
+    score: Score
+    objective: Objective
+    value: float
+    feasible: bool
+    evaluations: int
+    seconds: float
+    trace: Trace
+    status: str
+    lower_bound: float | None = None
+
+
+class Solver(ABC):
+    """A search that runs under a budget and reports every candidate to a tracker.
+
+    Subclasses set `name` and `objectives`, hold their options as frozen config dataclasses,
+    and implement `run`.
+    """
+
+    name: ClassVar[str]
+    objectives: ClassVar[frozenset[Objective]] = frozenset(Objective)
+
+    @abstractmethod
+    def run(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """Searches, offering each evaluated candidate to `tracker` until done or exhausted."""
+
+    def options(self) -> dict[str, Any]:
+        """The solver's options, recorded in the solution's `solver` field."""
+        config = getattr(self, "config", None)
+        return dict(vars(config)) if config is not None else {}
+
+    def solve(
+        self,
+        problem: Problem,
+        budget: Budget,
+        seed: int = 0,
+        initial: Sequence[Solution] = (),
+        progress: Progress | None = None,
+    ) -> Result:
+        """Runs the search and returns the best solution, exactly re-scored.
+
+        Args:
+            problem: what to optimize.
+            budget: evaluations and/or seconds.
+            seed: seeds every random choice; the same seed gives the same result under an
+                evaluation budget.
+            initial: known solutions to start from (BRKGA seeds its population with them).
+            progress: optional callback on every improvement.
+
+        Raises:
+            SolverError: the objective is not supported, or the search found no solution.
+        """
+        if problem.objective not in self.objectives:
+            raise SolverError(
+                f"solver {self.name!r} does not optimize {problem.objective.value}; "
+                f"it supports {', '.join(sorted(o.value for o in self.objectives))}"
+            )
+        tracker = Tracker(problem, budget, progress)
+        status = "feasible"
+        try:
+            self.run(problem, tracker, np.random.default_rng(seed), initial)
+        except BudgetExhausted:
+            pass
+        except KeyboardInterrupt:
+            if tracker.best_placement is None:
+                raise
+            status = "interrupted"
+        return finish(self, problem, tracker, seed, status)
+
+
+def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status: str) -> Result:
+    """Builds the Result from the tracker's best: re-scored exactly, with the solver's record."""
+    if tracker.best_placement is None or tracker.best_order is None:
+        raise SolverError(f"solver {solver.name!r} found no solution")
+    seconds = tracker.seconds
+    n_devices = problem.machine.n_devices
+    draft = Solution(tracker.best_placement, tracker.best_order, n_devices)
+    score = problem.scorer.score(draft)
+    excess, value = problem.fitness(
+        np.asarray(score.peak_memory_per_device)[None], np.asarray([score.makespan])
+    )
+    if status == "feasible" and tracker.proven_optimal:
+        status = "optimal"
+    record: dict[str, Any] = {
+        "name": solver.name,
+        "evaluations": tracker.evaluations,
+        "seconds": round(seconds, 6),
+        "seed": seed,
+        "status": status,
+        **solver.options(),
+    }
+    if tracker.lower_bound is not None:
+        record["lower_bound"] = tracker.lower_bound
+    solution = Solution(
+        draft.placement,
+        draft.order,
+        n_devices,
+        objective={"peak_memory": score.peak_memory, "makespan": score.makespan},
+        solver=record,
+        machine=problem.machine.to_json(),
+    )
+    return Result(
+        solution=solution,
+        score=score,
+        objective=problem.objective,
+        value=float(value[0]),
+        feasible=bool(excess[0] == 0),
+        evaluations=tracker.evaluations,
+        seconds=seconds,
+        trace=tracker.trace,
+        status=status,
+        lower_bound=tracker.lower_bound,
+    )

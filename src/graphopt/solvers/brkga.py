@@ -1,0 +1,246 @@
+"""BRKGA: the biased random-key genetic algorithm REGAL drives (paper 001 section 3.2).
+
+Each generation keeps the `elites` best chromosomes, adds `children` made by crossing a uniformly
+chosen elite with a uniformly chosen non-elite (gene i from the elite with probability rho_i),
+and fills the rest with mutants sampled gene by gene from Beta(alpha_i, beta_i). Standard BRKGA
+(Goncalves and Resende, 2011) is the special case rho_i = 0.7, alpha_i = beta_i = 1 (uniform),
+with the defaults of paper 001 section 4.2: pi = 100, pi_e = 10, pi_c = 80.
+
+REGAL's policy predicts the per-gene arrays, so they are constructor arguments
+(`GeneDistributions`); everything else is a `BRKGAConfig`. Fitness is decoded and scored by
+`RandomKeyDecoder`, ranked feasible-first (`Problem.fitness`), and every evaluation counts
+against the budget: elites carried over are not re-evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from importlib import resources
+from typing import Any
+
+import numba
+import numpy as np
+
+from graphopt.ir.solution import Solution
+from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.random_keys import DecodedPopulation, RandomKeyDecoder
+
+
+@dataclass(frozen=True)
+class BRKGAConfig:
+    """BRKGA hyper-parameters (paper 001 sections 3.2 and 4.2).
+
+    Attributes:
+        population: chromosomes per generation (pi).
+        elites: best chromosomes kept unchanged (pi_e).
+        children: chromosomes made by crossover per generation (pi_c); the rest are mutants.
+        elite_bias: probability rho that a child takes a gene from its elite parent.
+        mutant_alpha: alpha of the Beta distribution of every mutant gene (1 = uniform).
+        mutant_beta: beta of the Beta distribution of every mutant gene (1 = uniform).
+        symmetry_breaking: pin the op with the most memory to device 0 (paper 001 A.1).
+    """
+
+    population: int = 100
+    elites: int = 10
+    children: int = 80
+    elite_bias: float = 0.7
+    mutant_alpha: float = 1.0
+    mutant_beta: float = 1.0
+    symmetry_breaking: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("population", "elites", "children"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SolverError(f"BRKGA {name} must be an integer, got {value!r}")
+        if self.population < 2:
+            raise SolverError(f"BRKGA population must be >= 2, got {self.population}")
+        if not 1 <= self.elites < self.population:
+            raise SolverError(
+                f"BRKGA elites must be in [1, population - 1] = [1, {self.population - 1}], "
+                f"got {self.elites}"
+            )
+        if self.children < 0 or self.elites + self.children > self.population:
+            raise SolverError(
+                f"BRKGA children must be in [0, population - elites] = "
+                f"[0, {self.population - self.elites}], got {self.children}"
+            )
+        if not 0.5 <= self.elite_bias <= 1.0:
+            raise SolverError(f"BRKGA elite_bias must be in [0.5, 1], got {self.elite_bias}")
+        if not (self.mutant_alpha > 0 and self.mutant_beta > 0):
+            raise SolverError(
+                f"BRKGA mutant Beta parameters must be > 0, got alpha={self.mutant_alpha}, "
+                f"beta={self.mutant_beta}"
+            )
+
+    @property
+    def mutants(self) -> int:
+        """Mutants per generation: population - elites - children."""
+        return self.population - self.elites - self.children
+
+    @classmethod
+    def preset(cls, name: str) -> BRKGAConfig:
+        """A named configuration shipped with the package (e.g. 'tuned', see tuning.py)."""
+        path = resources.files("graphopt.solvers.presets").joinpath(f"brkga-{name}.json")
+        if not path.is_file():
+            raise SolverError(f"no BRKGA preset named {name!r}")
+        data = json.loads(path.read_text())
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data["config"].items() if key in known})
+
+
+@dataclass(frozen=True, eq=False)
+class GeneDistributions:
+    """Per-gene mutant distributions and elite biases (REGAL's actions, paper 001 3.2).
+
+    Shapes:
+        alpha, beta: [n_genes] Beta parameters (> 0) of each gene's mutant distribution.
+        elite_bias: [n_genes] probability in [0.5, 1] that a child inherits the elite's gene.
+    """
+
+    alpha: np.ndarray
+    beta: np.ndarray
+    elite_bias: np.ndarray
+
+    def check(self, n_genes: int) -> None:
+        """Raises SolverError unless every array has n_genes valid entries."""
+        for name in ("alpha", "beta", "elite_bias"):
+            array = np.asarray(getattr(self, name))
+            if array.shape != (n_genes,):
+                raise SolverError(
+                    f"gene distributions: {name} has shape {array.shape}, expected ({n_genes},)"
+                )
+        if not (np.all(self.alpha > 0) and np.all(self.beta > 0)):
+            raise SolverError("gene distributions: alpha and beta must be > 0 everywhere")
+        bias = np.asarray(self.elite_bias)
+        if not np.all((bias >= 0.5) & (bias <= 1.0)):
+            raise SolverError("gene distributions: elite_bias must be in [0.5, 1] everywhere")
+
+
+class BRKGA(Solver):
+    """Biased random-key genetic algorithm over `RandomKeyDecoder` chromosomes.
+
+    Args:
+        config: hyper-parameters.
+        genes: optional per-gene mutant distributions and elite biases; they override the
+            config's scalar `mutant_alpha`, `mutant_beta` and `elite_bias`.
+        name: the name recorded in solutions (presets and REGAL run under their own).
+    """
+
+    name = "brkga"
+
+    def __init__(
+        self,
+        config: BRKGAConfig | None = None,
+        genes: GeneDistributions | None = None,
+        name: str = "brkga",
+    ) -> None:
+        self.config = config or BRKGAConfig()
+        self.genes = genes
+        self.name = name
+
+    def options(self) -> dict[str, Any]:
+        """Config fields, plus whether per-gene distributions were given."""
+        return {**asdict(self.config), "per_gene_distributions": self.genes is not None}
+
+    def run(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """Evolves populations until the tracker's budget is spent."""
+        config = self.config
+        decoder = RandomKeyDecoder(problem, config.symmetry_breaking)
+        n_genes = decoder.n_genes
+        sample_mutants = self._mutant_sampler(n_genes, rng)
+        elite_bias = self.genes.elite_bias if self.genes is not None else config.elite_bias
+
+        bias = np.broadcast_to(np.asarray(elite_bias, dtype=np.float64), (n_genes,))
+        threshold = np.ascontiguousarray(np.round(bias * BIAS_LEVELS).astype(np.int32))
+        seeds = [decoder.encode(solution) for solution in initial[: config.population]]
+        population = np.concatenate(
+            [np.asarray(seeds).reshape(-1, n_genes), sample_mutants(config.population - len(seeds))]
+        )
+        excess, value = _evaluate(decoder, tracker, population)
+        n_elites, n_children = config.elites, config.children
+        while True:
+            rank = np.lexsort((value, excess))
+            elites, others = rank[:n_elites], rank[n_elites:]
+            offspring = np.empty((n_children + config.mutants, n_genes))
+            crossover(
+                population,
+                elites[rng.integers(n_elites, size=n_children)],
+                others[rng.integers(others.shape[0], size=n_children)],
+                rng.integers(0, BIAS_LEVELS, (n_children, n_genes), dtype=np.uint16),
+                threshold,
+                offspring,
+            )
+            offspring[n_children:] = sample_mutants(config.mutants)
+            offspring_excess, offspring_value = _evaluate(decoder, tracker, offspring)
+            population = np.concatenate([population[elites], offspring])
+            excess = np.concatenate([excess[elites], offspring_excess])
+            value = np.concatenate([value[elites], offspring_value])
+
+    def _mutant_sampler(
+        self, n_genes: int, rng: np.random.Generator
+    ) -> Callable[[int], np.ndarray]:
+        """A function m -> [m, n_genes] mutants from the configured distributions."""
+        if self.genes is not None:
+            self.genes.check(n_genes)
+            alpha = np.asarray(self.genes.alpha, dtype=np.float64)
+            beta = np.asarray(self.genes.beta, dtype=np.float64)
+            return lambda m: rng.beta(alpha, beta, size=(m, n_genes))
+        a, b = self.config.mutant_alpha, self.config.mutant_beta
+        if a == 1.0 and b == 1.0:
+            return lambda m: rng.random((m, n_genes))
+        return lambda m: rng.beta(a, b, size=(m, n_genes))
+
+
+def tuned_brkga() -> BRKGA:
+    """BRKGA with the shipped grid-searched preset (see `graphopt.solvers.tuning`)."""
+    return BRKGA(BRKGAConfig.preset("tuned"), name="brkga-tuned")
+
+
+BIAS_LEVELS = 1 << 16
+"""Elite biases are applied with 16-bit resolution: a gene comes from the elite parent when a
+uniform integer draw in [0, 2^16) is below round(rho * 2^16)."""
+
+
+@numba.njit(cache=True, nogil=True)
+def crossover(
+    population: np.ndarray,
+    elite_parent: np.ndarray,
+    other_parent: np.ndarray,
+    draws: np.ndarray,
+    threshold: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Writes child i into out[i]: gene g from the elite parent when draws[i, g] < threshold[g].
+
+    Shapes:
+        population: [P, n]; elite_parent, other_parent: [C] rows of population;
+        draws: [C, n] uint16; threshold: [n] int32; out: [>= C, n].
+    """
+    for i in range(elite_parent.shape[0]):
+        elite = population[elite_parent[i]]
+        other = population[other_parent[i]]
+        draw = draws[i]
+        child = out[i]
+        for g in range(child.shape[0]):
+            child[g] = elite[g] if draw[g] < threshold[g] else other[g]
+
+
+def _evaluate(
+    decoder: RandomKeyDecoder, tracker: Tracker, keys: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Decodes and scores as many of `keys` as the budget allows and offers them."""
+    keys = keys[: tracker.remaining]
+    decoded: DecodedPopulation = decoder.evaluate(keys)
+    tracker.offer_population(
+        decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
+    )
+    return decoded.excess, decoded.value

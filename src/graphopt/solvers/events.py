@@ -1,0 +1,153 @@
+"""From an order of ops to a full event order: where the implied transfers go.
+
+Schedulers that order ops only (compiler memory schedulers, list scheduling, partition + DFS)
+need the transfers inserted. A transfer is placed right before the first op on its destination
+device that reads it ("lazy", which keeps the received copy resident for the shortest time), or
+right after its producer ("eager", which frees the source copy soonest and lets a sync receive
+overlap earlier work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import numba
+import numpy as np
+
+from graphopt.errors import SolutionError
+from graphopt.ir.graph import Graph
+from graphopt.solvers.base import Problem, Tracker
+
+TransferPlacement = Literal["lazy", "eager"]
+
+
+def events_from_op_order(
+    graph: Graph,
+    placement: np.ndarray,
+    op_order: np.ndarray,
+    n_devices: int,
+    transfers: TransferPlacement = "lazy",
+) -> np.ndarray:
+    """Event codes of a full valid order that runs ops in `op_order` with implied transfers.
+
+    Args:
+        graph: the graph.
+        placement: [n_ops] device of each op.
+        op_order: [n_ops] a topological order of all ops.
+        n_devices: number of devices d.
+        transfers: 'lazy' (before the first reader) or 'eager' (after the producer).
+
+    Returns:
+        [n_ops + n_transfers] int64 event codes.
+
+    Raises:
+        SolutionError: when `op_order` is not a permutation in topological order.
+    """
+    op_order = np.ascontiguousarray(op_order, dtype=np.int64)
+    placement = np.ascontiguousarray(placement, dtype=np.int32)
+    if transfers not in ("lazy", "eager"):
+        raise SolutionError(f"transfers must be 'lazy' or 'eager', got {transfers!r}")
+    if op_order.shape[0] != graph.n_ops:
+        raise SolutionError(f"op order has {op_order.shape[0]} entries for {graph.n_ops} ops")
+    order, bad = _events(
+        graph.op_input_ptr,
+        graph.op_input_tensor,
+        graph.op_output_ptr,
+        graph.op_output_tensor,
+        graph.consumer_ptr,
+        graph.consumer_op,
+        graph.tensor_producer,
+        placement,
+        op_order,
+        n_devices,
+        transfers == "lazy",
+    )
+    if bad >= 0:
+        raise SolutionError(
+            f"op order is not a topological order of all ops: op {graph.op_names[bad]!r} "
+            "is missing, repeated or runs before one of its inputs"
+        )
+    return order
+
+
+@numba.njit(cache=True)
+def _events(
+    op_input_ptr: np.ndarray,
+    op_input_tensor: np.ndarray,
+    op_output_ptr: np.ndarray,
+    op_output_tensor: np.ndarray,
+    consumer_ptr: np.ndarray,
+    consumer_op: np.ndarray,
+    tensor_producer: np.ndarray,
+    placement: np.ndarray,
+    op_order: np.ndarray,
+    d: int,
+    lazy: bool,
+) -> tuple[np.ndarray, int]:
+    n_ops = placement.shape[0]
+    n_tensors = tensor_producer.shape[0]
+    done = np.zeros(n_ops, dtype=np.uint8)
+    sent = np.zeros(n_tensors * d, dtype=np.uint8)
+    out = np.empty(n_ops + n_tensors * d, dtype=np.int64)
+    n = 0
+    for position in range(n_ops):
+        j = op_order[position]
+        if j < 0 or j >= n_ops or done[j]:
+            return out[:0], max(min(j, n_ops - 1), 0)
+        device = placement[j]
+        for e in range(op_input_ptr[j], op_input_ptr[j + 1]):
+            t = op_input_tensor[e]
+            if not done[tensor_producer[t]]:
+                return out[:0], j
+            if lazy and placement[tensor_producer[t]] != device and not sent[t * d + device]:
+                sent[t * d + device] = 1
+                out[n] = n_ops + t * d + device
+                n += 1
+        done[j] = 1
+        out[n] = j
+        n += 1
+        if not lazy:
+            for e in range(op_output_ptr[j], op_output_ptr[j + 1]):
+                t = op_output_tensor[e]
+                for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
+                    target = placement[consumer_op[c]]
+                    if target != device and not sent[t * d + target]:
+                        sent[t * d + target] = 1
+                        out[n] = n_ops + t * d + target
+                        n += 1
+    return out[:n].copy(), -1
+
+
+def offer_op_orders(
+    problem: Problem,
+    tracker: Tracker,
+    placement: np.ndarray,
+    op_orders: Iterable[np.ndarray],
+    modes: Sequence[TransferPlacement] = ("lazy", "eager"),
+) -> None:
+    """Scores each op order with lazy and eager transfers and offers it to the tracker.
+
+    Orders whose events repeat an earlier candidate's are skipped, and only the first mode is
+    tried when the placement implies no transfers.
+
+    Args:
+        problem: the problem (its scorer scores every candidate).
+        tracker: receives each valid candidate.
+        placement: [n_ops] device of each op.
+        op_orders: [n_ops] topological op orders.
+        modes: where transfers go ('lazy', 'eager'), each tried in turn.
+    """
+    graph, n_devices = problem.graph, problem.machine.n_devices
+    src, dst = graph.edge_index
+    modes = tuple(modes) if np.any(placement[src] != placement[dst]) else tuple(modes[:1])
+    seen: set[bytes] = set()
+    for op_order in op_orders:
+        for mode in modes:
+            events = events_from_op_order(graph, placement, op_order, n_devices, mode)
+            if events.tobytes() in seen:
+                continue
+            seen.add(events.tobytes())
+            peaks, makespan, (violation, _, _) = problem.scorer.evaluate(placement, events)
+            if violation == 0:
+                tracker.offer(placement, events, peaks, makespan)

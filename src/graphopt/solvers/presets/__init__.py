@@ -1,0 +1,1 @@
+"""Named solver configurations shipped with the package."""

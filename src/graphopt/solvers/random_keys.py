@@ -1,0 +1,469 @@
+"""Random-key decoding: a chromosome in [0, 1]^n to a placement and a valid event order.
+
+Paper 001 section 3.2.1 and paper 000 appendix A.2. The chromosome has three parts, laid out
+one after another:
+
+1. ``n_ops * d`` op-to-device affinities (op ``j``, device ``b`` at ``j * d + b``);
+2. ``n_ops`` op scheduling priorities;
+3. ``n_tensors * d`` transfer priorities (tensor ``t`` to device ``b`` at ``t * d + b``).
+
+Each op goes to its device of highest affinity (pinned ops to their pin; ties to the lowest
+device). The schedule is a topological sort of the ops and the implied transfers that always runs
+the ready event of highest priority (ties to the lower event code). Every valid order is reachable
+this way, and `encode` gives the keys that reproduce any given solution exactly, which is how
+BRKGA seeds its population with known solutions.
+
+The numba kernel decodes and scores in the same pass (the walk that sorts is the walk that
+scores), which is what makes a fitness evaluation cost about as much as scoring alone. Its
+plain twin is `graphopt.solvers._reference.reference_decode`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from graphopt.costmodels._kernels import PINNED
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
+from graphopt.solvers.base import Problem, SolverError
+from graphopt.solvers.bounds import op_step_memory
+
+
+@dataclass(frozen=True)
+class ChromosomeLayout:
+    """Where each part of a chromosome starts (section 3.2.1's three parts)."""
+
+    n_ops: int
+    n_tensors: int
+    n_devices: int
+
+    @property
+    def op_priority(self) -> int:
+        """Offset of the op priorities."""
+        return self.n_ops * self.n_devices
+
+    @property
+    def transfer_priority(self) -> int:
+        """Offset of the transfer priorities."""
+        return self.n_ops * (self.n_devices + 1)
+
+    @property
+    def size(self) -> int:
+        """Number of genes."""
+        return self.transfer_priority + self.n_tensors * self.n_devices
+
+
+@dataclass(frozen=True)
+class DecodedPopulation:
+    """Decoded and scored chromosomes.
+
+    Shapes:
+        placements: [B, n_ops] int32; orders: [B, L] int64 (row b holds lengths[b] events);
+        lengths: [B] int64; peaks: [B, n_devices] int64; makespans: [B] float64;
+        excess: [B] int64 bytes over capacity; value: [B] float64 objective (see base.Problem).
+    """
+
+    placements: np.ndarray
+    orders: np.ndarray
+    lengths: np.ndarray
+    peaks: np.ndarray
+    makespans: np.ndarray
+    excess: np.ndarray
+    value: np.ndarray
+
+
+def symmetry_pins(graph: Graph, n_devices: int) -> np.ndarray:
+    """Pins that break device symmetry: the op with the most memory goes to device 0.
+
+    Paper 001 appendix A.1; the memory of an op is what its step holds (`op_step_memory`).
+
+    Returns:
+        [n_ops] int32 pins, -1 where free.
+    """
+    pins = np.full(graph.n_ops, -1, dtype=np.int32)
+    if graph.n_ops == 0 or n_devices == 1:
+        return pins
+    pins[int(np.argmax(op_step_memory(graph)))] = 0
+    return pins
+
+
+class RandomKeyDecoder:
+    """Decodes and scores chromosomes of one problem, one at a time or as a population.
+
+    Args:
+        problem: graph, machine, objective and pins.
+        symmetry_breaking: pin the op with the most memory to device 0 when no op is pinned
+            (paper 001 A.1); it removes the d! relabellings of every solution.
+    """
+
+    def __init__(self, problem: Problem, symmetry_breaking: bool = True) -> None:
+        graph, machine = problem.graph, problem.machine
+        self.problem = problem
+        self.layout = ChromosomeLayout(graph.n_ops, graph.n_tensors, machine.n_devices)
+        if problem.pinned is not None:
+            pins = np.asarray(problem.pinned, dtype=np.int32)
+        elif symmetry_breaking:
+            pins = symmetry_pins(graph, machine.n_devices)
+        else:
+            pins = np.full(graph.n_ops, -1, dtype=np.int32)
+        self.pins = np.ascontiguousarray(pins)
+        self.max_events = graph.n_ops + graph.n_tensors * (machine.n_devices - 1)
+        self.kernel_arrays = problem.scorer.kernel_arrays
+        self.machine_args = problem.scorer.machine_args
+
+    @property
+    def n_genes(self) -> int:
+        """Chromosome length."""
+        return self.layout.size
+
+    def _check(self, keys: np.ndarray) -> np.ndarray:
+        keys = np.ascontiguousarray(keys, dtype=np.float64)
+        if keys.shape[-1] != self.n_genes:
+            raise SolverError(
+                f"chromosomes have {keys.shape[-1]} genes; this problem needs {self.n_genes} "
+                f"({self.layout.n_ops} ops x {self.layout.n_devices} devices affinities, "
+                f"{self.layout.n_ops} op priorities, {self.layout.n_tensors} tensors x "
+                f"{self.layout.n_devices} devices transfer priorities)"
+            )
+        return keys
+
+    def decode(self, keys: np.ndarray) -> Solution:
+        """The solution one chromosome encodes.
+
+        Args:
+            keys: [n_genes] chromosome.
+        """
+        population = self.evaluate(self._check(keys)[None])
+        length = int(population.lengths[0])
+        return Solution(
+            population.placements[0],
+            population.orders[0, :length],
+            self.layout.n_devices,
+        )
+
+    def evaluate(self, keys: np.ndarray) -> DecodedPopulation:
+        """Decodes and scores a population, in parallel over its members.
+
+        Args:
+            keys: [B, n_genes] chromosomes.
+        """
+        keys = self._check(keys)
+        if keys.ndim != 2:
+            raise SolverError(f"a population is a [B, genes] array, got shape {keys.shape}")
+        n = keys.shape[0]
+        d = self.layout.n_devices
+        placements = np.empty((n, self.layout.n_ops), dtype=np.int32)
+        orders = np.empty((n, self.max_events), dtype=np.int64)
+        lengths = np.empty(n, dtype=np.int64)
+        peaks = np.empty((n, d), dtype=np.int64)
+        makespans = np.empty(n, dtype=np.float64)
+        decode_population(
+            *self.kernel_arrays,
+            self.pins,
+            keys,
+            *self.machine_args,
+            placements,
+            orders,
+            lengths,
+            peaks,
+            makespans,
+        )
+        excess, value = self.problem.fitness(peaks, makespans)
+        return DecodedPopulation(placements, orders, lengths, peaks, makespans, excess, value)
+
+    def encode(self, solution: Solution) -> np.ndarray:
+        """Keys that decode to exactly `solution` (up to pins, which the decoder enforces).
+
+        The placed device gets affinity 1 (others 0) and each event a priority falling with its
+        position, so the highest-priority ready event is always the next one in the order.
+
+        Returns:
+            [n_genes] float64 chromosome.
+        """
+        layout = self.layout
+        d = layout.n_devices
+        if solution.n_devices != d or solution.placement.shape[0] != layout.n_ops:
+            raise SolverError(
+                f"cannot encode a solution for {solution.placement.shape[0]} ops on "
+                f"{solution.n_devices} devices into a {layout.n_ops}-op, {d}-device problem"
+            )
+        keys = np.zeros(layout.size, dtype=np.float64)
+        keys[np.arange(layout.n_ops) * d + solution.placement] = 1.0
+        n_events = solution.order.shape[0]
+        priority = 1.0 - (np.arange(n_events, dtype=np.float64) + 1.0) / (n_events + 1.0)
+        codes = solution.order
+        is_op = codes < layout.n_ops
+        keys[layout.op_priority + codes[is_op]] = priority[is_op]
+        keys[layout.transfer_priority + codes[~is_op] - layout.n_ops] = priority[~is_op]
+        return keys
+
+
+def code_bits(n_codes: int) -> int:
+    """Bits that hold any event code below `n_codes` in a packed heap entry."""
+    return max(int(n_codes).bit_length(), 1)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def pack(priority: float, event: int, bits: int) -> int:
+    """One int64 that orders events as the decoder does: higher priority first, then lower code.
+
+    The priority in [0, 1] is quantized to 2^(62 - bits) levels (at least 2^40 for any graph
+    below 2^22 event codes; the top level still fits in 63 bits); the low bits hold the
+    complement of the event code.
+    """
+    level = np.int64(min(max(priority, 0.0), 1.0) * ((1 << (62 - bits)) - 1))
+    return (level << bits) | (((1 << bits) - 1) - event)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _push(heap: np.ndarray, size: int, entry: int) -> int:
+    """Adds `entry` to the max-heap heap[:size]; returns the new size."""
+    i = size
+    while i > 0:
+        parent = (i - 1) >> 1
+        if heap[parent] >= entry:
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i] = entry
+    return size + 1
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _pop(heap: np.ndarray, size: int) -> int:
+    """Removes the root of the max-heap heap[:size]; returns the new size.
+
+    heap[size] must hold -1 (a sentinel below every entry) so that the last node's missing
+    right child never wins; the function keeps that invariant.
+    """
+    size -= 1
+    entry = heap[size]
+    heap[size] = -1
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        child += heap[child + 1] > heap[child]
+        if heap[child] <= entry:
+            break
+        heap[i] = heap[child]
+        i = child
+    heap[i] = entry
+    return size
+
+
+@numba.njit(cache=True, nogil=True)
+def decode_and_score(
+    tensor_size: np.ndarray,
+    tensor_producer: np.ndarray,
+    tensor_persistent: np.ndarray,
+    consumer_ptr: np.ndarray,
+    consumer_op: np.ndarray,
+    op_input_ptr: np.ndarray,
+    op_input_tensor: np.ndarray,
+    op_output_ptr: np.ndarray,
+    op_output_tensor: np.ndarray,
+    op_runtime: np.ndarray,
+    op_temp_memory: np.ndarray,
+    pins: np.ndarray,
+    keys: np.ndarray,
+    n_devices: int,
+    latency: float,
+    bandwidth: float,
+    sync: bool,
+    placement: np.ndarray,
+    order: np.ndarray,
+    peak: np.ndarray,
+) -> tuple[int, float]:
+    """Decodes one chromosome into `placement` and `order` and scores it (rules as _kernels).
+
+    Returns:
+        (number of events written to `order`, makespan); peaks are written into `peak`.
+    """
+    n_ops = placement.shape[0]
+    n_tensors = tensor_size.shape[0]
+    d = n_devices
+    op_priority = n_ops * d
+    transfer_priority = n_ops * (d + 1)
+
+    for j in range(n_ops):
+        if pins[j] >= 0:
+            placement[j] = pins[j]
+        else:
+            best = 0
+            for b in range(1, d):
+                if keys[j * d + b] > keys[j * d + best]:
+                    best = b
+            placement[j] = best
+
+    memory = np.zeros(d, dtype=np.int64)
+    for t in range(n_tensors):
+        if tensor_persistent[t]:
+            memory[placement[tensor_producer[t]]] += tensor_size[t]
+    peak[:] = 0
+
+    n_codes = n_ops + n_tensors * d
+    bits = 1
+    while (1 << bits) <= n_codes:
+        bits += 1
+    mask = (1 << bits) - 1
+    heap = np.full(n_codes + 1, -1, dtype=np.int64)
+    size = 0
+    waiting = np.empty(n_ops, dtype=np.int32)
+    for j in range(n_ops):
+        waiting[j] = op_input_ptr[j + 1] - op_input_ptr[j]
+        if waiting[j] == 0:
+            size = _push(heap, size, pack(keys[op_priority + j], j, bits))
+
+    # Per copy (tensor * d + device): readers left (counted when the producer runs) and the
+    # time the copy is available.
+    readers_left = np.zeros(n_tensors * d, dtype=np.int32)
+    ready = np.empty(n_tensors * d, dtype=np.float64)
+    device_free = np.zeros(d, dtype=np.float64)
+    makespan = 0.0
+    length = 0
+
+    while size > 0:
+        event = mask - (heap[0] & mask)
+        size = _pop(heap, size)
+        order[length] = event
+        length += 1
+        if event < n_ops:
+            device = placement[event]
+            start = device_free[device]
+            freed = 0
+            for e in range(op_input_ptr[event], op_input_ptr[event + 1]):
+                t = op_input_tensor[e]
+                copy = t * d + device
+                start = max(start, ready[copy])
+                left = readers_left[copy] - 1
+                readers_left[copy] = left
+                if left == 0:
+                    freed += tensor_size[t]
+            finish = start + op_runtime[event]
+            device_free[device] = finish
+            makespan = max(makespan, finish)
+            resident = memory[device]
+            for e in range(op_output_ptr[event], op_output_ptr[event + 1]):
+                t = op_output_tensor[e]
+                base = t * d
+                ready[base + device] = finish
+                readers = 0
+                for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
+                    consumer = consumer_op[c]
+                    target = placement[consumer]
+                    if target == device:
+                        readers += 1
+                        waiting[consumer] -= 1
+                        if waiting[consumer] == 0:
+                            size = _push(
+                                heap, size, pack(keys[op_priority + consumer], consumer, bits)
+                            )
+                    else:
+                        if readers_left[base + target] == 0:
+                            readers += 1
+                            size = _push(
+                                heap,
+                                size,
+                                pack(
+                                    keys[transfer_priority + base + target],
+                                    n_ops + base + target,
+                                    bits,
+                                ),
+                            )
+                        readers_left[base + target] += 1
+                if tensor_persistent[t]:
+                    readers += PINNED
+                else:
+                    resident += tensor_size[t]
+                readers_left[base + device] = readers
+                if readers == 0:
+                    freed += tensor_size[t]
+            current = resident + op_temp_memory[event]
+            peak[device] = max(peak[device], current)
+            memory[device] = resident - freed
+        else:
+            base = event - n_ops
+            t = base // d
+            device = base - t * d
+            home = placement[tensor_producer[t]]
+            source = t * d + home
+            duration = latency + tensor_size[t] / bandwidth
+            if sync:
+                finish = max(device_free[device], ready[source]) + duration
+                device_free[device] = finish
+            else:
+                finish = ready[source] + duration
+            makespan = max(makespan, finish)
+            ready[base] = finish
+            memory[device] += tensor_size[t]
+            peak[device] = max(peak[device], memory[device])
+            peak[home] = max(peak[home], memory[home])
+            left = readers_left[source] - 1
+            readers_left[source] = left
+            if left == 0:
+                memory[home] -= tensor_size[t]
+            for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
+                consumer = consumer_op[c]
+                if placement[consumer] == device:
+                    waiting[consumer] -= 1
+                    if waiting[consumer] == 0:
+                        size = _push(heap, size, pack(keys[op_priority + consumer], consumer, bits))
+    return length, makespan
+
+
+@numba.njit(cache=True, parallel=True)
+def decode_population(
+    tensor_size: np.ndarray,
+    tensor_producer: np.ndarray,
+    tensor_persistent: np.ndarray,
+    consumer_ptr: np.ndarray,
+    consumer_op: np.ndarray,
+    op_input_ptr: np.ndarray,
+    op_input_tensor: np.ndarray,
+    op_output_ptr: np.ndarray,
+    op_output_tensor: np.ndarray,
+    op_runtime: np.ndarray,
+    op_temp_memory: np.ndarray,
+    pins: np.ndarray,
+    keys: np.ndarray,
+    n_devices: int,
+    latency: float,
+    bandwidth: float,
+    sync: bool,
+    placements: np.ndarray,
+    orders: np.ndarray,
+    lengths: np.ndarray,
+    peaks: np.ndarray,
+    makespans: np.ndarray,
+) -> None:
+    """Decodes and scores keys [B, n_genes] in parallel; outputs as `DecodedPopulation`."""
+    for b in numba.prange(keys.shape[0]):
+        length, makespan = decode_and_score(
+            tensor_size,
+            tensor_producer,
+            tensor_persistent,
+            consumer_ptr,
+            consumer_op,
+            op_input_ptr,
+            op_input_tensor,
+            op_output_ptr,
+            op_output_tensor,
+            op_runtime,
+            op_temp_memory,
+            pins,
+            keys[b],
+            n_devices,
+            latency,
+            bandwidth,
+            sync,
+            placements[b],
+            orders[b],
+            peaks[b],
+        )
+        lengths[b] = length
+        makespans[b] = makespan

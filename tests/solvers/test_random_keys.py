@@ -1,0 +1,98 @@
+"""Random-key decoding: the numba kernel against the plain twin, encoding, pins, shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from builders import tiny
+from graphopt.costmodels._reference import reference_check, reference_score
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.validity import Violation
+from graphopt.solvers._reference import reference_decode
+from graphopt.solvers.base import Objective, Problem, SolverError
+from graphopt.solvers.random_keys import ChromosomeLayout, RandomKeyDecoder, symmetry_pins
+from strategies import graphs, machines, problems
+
+
+@st.composite
+def keys_for(draw: st.DrawFn, n_genes: int) -> np.ndarray:
+    """Chromosomes: uniform keys, or few distinct values so that ties happen often."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        return rng.random((3, n_genes))
+    return rng.integers(0, 3, (3, n_genes)) / 2.0
+
+
+@settings(max_examples=400, deadline=None)
+@given(graphs(), machines(), st.data())
+def test_kernel_equals_reference_decoder_and_scorer(graph, machine, data) -> None:
+    problem = Problem(graph, machine)
+    decoder = RandomKeyDecoder(problem, symmetry_breaking=data.draw(st.booleans()))
+    keys = data.draw(keys_for(decoder.n_genes))
+    decoded = decoder.evaluate(keys)
+    for b in range(keys.shape[0]):
+        expected = reference_decode(graph, keys[b], machine.n_devices, decoder.pins)
+        order = decoded.orders[b, : decoded.lengths[b]]
+        np.testing.assert_array_equal(decoded.placements[b], expected.placement)
+        np.testing.assert_array_equal(order, expected.order)
+        assert reference_check(graph, expected)[0] == Violation.NONE
+        score = reference_score(graph, expected, machine)
+        assert tuple(decoded.peaks[b]) == score.peak_memory_per_device
+        assert decoded.makespans[b] == score.makespan
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems())
+def test_encode_reproduces_any_valid_solution(problem) -> None:
+    graph, machine, solution = problem
+    decoder = RandomKeyDecoder(Problem(graph, machine), symmetry_breaking=False)
+    decoded = decoder.decode(decoder.encode(solution))
+    np.testing.assert_array_equal(decoded.placement, solution.placement)
+    np.testing.assert_array_equal(decoded.order, solution.order)
+
+
+def test_layout_and_argmax_placement() -> None:
+    graph = tiny()  # ops a, b, c; tensors a:0, b:0, c:0
+    layout = ChromosomeLayout(graph.n_ops, graph.n_tensors, 2)
+    assert (layout.op_priority, layout.transfer_priority, layout.size) == (6, 9, 15)
+    decoder = RandomKeyDecoder(Problem(graph, Machine(2)), symmetry_breaking=False)
+    keys = np.zeros(layout.size)
+    keys[[1, 2, 5]] = 1.0  # a -> device 1, b -> device 0, c -> device 1
+    assert decoder.decode(keys).placement.tolist() == [1, 0, 1]
+
+
+def test_priorities_break_ties_between_ready_events() -> None:
+    graph = tiny()  # a feeds b and c; b feeds c
+    decoder = RandomKeyDecoder(Problem(graph, Machine(1)))
+    keys = np.zeros(decoder.n_genes)
+    assert decoder.decode(keys).order.tolist() == [0, 1, 2]
+
+
+def test_pins_and_symmetry_breaking() -> None:
+    graph = tiny()
+    pins = symmetry_pins(graph, 2)
+    assert pins.tolist() == [-1, -1, 0]  # c reads 500 bytes and writes 100: the most
+    pinned = Problem(graph, Machine(3), pinned=np.array([-1, 2, 2]))
+    decoder = RandomKeyDecoder(pinned)
+    rng = np.random.default_rng(0)
+    placements = decoder.evaluate(rng.random((20, decoder.n_genes))).placements
+    assert (placements[:, 1:] == 2).all()
+    assert len(set(placements[:, 0].tolist())) > 1  # pins replace symmetry breaking
+
+
+def test_wrong_chromosome_length_names_the_parts() -> None:
+    decoder = RandomKeyDecoder(Problem(tiny(), Machine(2)))
+    with pytest.raises(SolverError, match="needs 15 .*3 ops x 2 devices affinities"):
+        decoder.decode(np.zeros(7))
+
+
+def test_fitness_ranks_feasible_first() -> None:
+    graph = tiny()
+    problem = Problem(graph, Machine(2, capacity=450), objective=Objective.MAKESPAN)
+    excess, value = problem.fitness(np.array([[500, 0], [400, 400]]), np.array([1.0, 9.0]))
+    assert excess.tolist() == [50, 0]
+    assert value.tolist() == [1.0, 9.0]
+    assert np.lexsort((value, excess)).tolist() == [1, 0]

@@ -1,0 +1,147 @@
+"""`graphopt optimize`, `bench` and `solvers` end to end, and the `optimize` API."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from builders import tiny
+from graphopt import optimize
+from graphopt.cli import app
+from graphopt.costmodels.machine import Machine
+from graphopt.errors import GraphoptError
+from graphopt.ir.generators import generate
+from graphopt.ir.io import write_graph
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def graph_file(tmp_path):
+    path = tmp_path / "g.json"
+    write_graph(generate("layered", 40, seed=2), path)
+    return path
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_optimize_writes_a_solution_that_score_reproduces(graph_file, tmp_path) -> None:
+    out = tmp_path / "s.json"
+    result = invoke(
+        "optimize", str(graph_file), "--devices", "2", "--budget", "400", "-o", str(out), "--json"
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["evaluations"] == 400 and summary["status"] == "feasible"
+    assert summary["lower_bound"] <= summary["value"] == summary["peak_memory"]
+    scored = invoke("score", str(graph_file), str(out), "--json")
+    assert scored.exit_code == 0, scored.output
+    rescored = json.loads(scored.stdout)
+    assert rescored["claims_agree"] is True
+    assert rescored["peak_memory"] == summary["peak_memory"]
+    assert rescored["makespan"] == summary["makespan"]
+    document = json.loads(out.read_text())
+    assert document["solver"]["name"] == "auto" and document["machine"]["devices"] == 2
+
+
+def test_optimize_table_and_makespan(graph_file, tmp_path) -> None:
+    result = invoke(
+        "optimize",
+        str(graph_file),
+        "--objective",
+        "makespan",
+        "--devices",
+        "3",
+        "--solver",
+        "heft",
+        "-o",
+        str(tmp_path / "s.json"),
+    )
+    assert result.exit_code == 0, result.output
+    assert "makespan (s)" in result.output and "lower bound" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--solver", "magic"], "unknown solver 'magic'; valid solvers: auto, brkga"),
+        (["--budget", "0"], "budget evaluations must be an integer >= 1"),
+        (["--devices", "0"], "devices must be an integer >= 1"),
+        (["--objective", "speed"], "unknown objective 'speed'"),
+        (["--devices", "2", "--pin", "op0=5"], "op 'op0' is pinned to device 5"),
+        (["--pin", "nothere=0"], "cannot pin op 'nothere'"),
+        (["--pin", "op0"], "--pin must look like OP=DEVICE"),
+    ],
+)
+def test_optimize_rejects_impossible_requests(graph_file, tmp_path, args, message) -> None:
+    result = invoke("optimize", str(graph_file), "-o", str(tmp_path / "s.json"), *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_capacity_no_solution_meets_reports_the_excess(graph_file, tmp_path) -> None:
+    out = tmp_path / "s.json"
+    result = invoke(
+        "optimize",
+        str(graph_file),
+        "--devices",
+        "2",
+        "--capacity",
+        "1KiB",
+        "--budget",
+        "200",
+        "-o",
+        str(out),
+    )
+    assert result.exit_code == 3
+    assert "no solution found fits the capacity of 1,024 bytes" in result.stderr
+    assert "exceeds by" in result.stderr and out.exists()
+
+
+def test_api_optimize_honours_pins() -> None:
+    graph = tiny()
+    result = optimize(graph, Machine(2), evaluations=200, pins={"b": 1, "c": 1})
+    assert result.solution.placement.tolist()[1:] == [1, 1]
+    with pytest.raises(GraphoptError, match="unknown objective"):
+        optimize(graph, objective="fast")
+
+
+def test_bench_writes_the_papers_metrics(tmp_path) -> None:
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for seed in range(2):
+        write_graph(generate("layered", 15, seed=seed), suite / f"g{seed}.json")
+    out = tmp_path / "reports"
+    result = invoke(
+        "bench",
+        str(suite),
+        "--solvers",
+        "compiler-best,random-search",
+        "--budget",
+        "200",
+        "-o",
+        str(out),
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)["summary"]
+    rows = {row["solver"]: row for row in summary}
+    assert set(rows) == {"compiler-best", "random-search", "brkga"}
+    assert rows["brkga"]["improvement_over_brkga_pct"] == 0.0
+    assert rows["brkga"]["ties"] == 2
+    for name in ("summary.md", "summary.csv", "runs.csv", "convergence.png"):
+        assert (out / "suite" / name).stat().st_size > 0
+    assert "% improvement over BRKGA 200" in (out / "suite" / "summary.md").read_text()
+
+
+def test_bench_and_solvers_list_names() -> None:
+    assert "compiler-best" in invoke("solvers").output
+    result = invoke("bench", "tiny-20", "--solvers", "nope")
+    assert result.exit_code == 2 and "unknown solver 'nope'" in result.stderr
+    result = invoke("bench", "no-such-suite")
+    assert result.exit_code == 2 and "unknown suite 'no-such-suite'" in result.stderr
