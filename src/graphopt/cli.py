@@ -343,9 +343,13 @@ def optimize(
             over = f", {excess:,} bytes over capacity" if excess else ""
             bar.update(task, completed=evaluations, best=f"best {value:,.6g} {unit}{over}")
 
-        result = run_optimize(
-            graph, machine, objective, solver, budget, time_limit, seed, pins, (), progress
-        )
+        try:
+            result = run_optimize(
+                graph, machine, objective, solver, budget, time_limit, seed, pins, (), progress
+            )
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted before any solution was found", err=True)
+            raise typer.Exit(130) from None
         bar.update(task, completed=result.evaluations)
     solution = result.solution
     write_solution(graph, solution, output)

@@ -135,3 +135,20 @@ def test_shipped_tuned_preset_loads() -> None:
 
     result = tuned_brkga().solve(problem, Budget(evaluations=300))
     assert result.solution.solver["name"] == "brkga-tuned"
+
+
+def test_ctrl_c_returns_the_best_so_far(problem: Problem) -> None:
+    """KeyboardInterrupt mid-search (here from the progress callback) keeps the best solution."""
+    improvements = []
+
+    def interrupt(evaluations: int, value: float, excess: int) -> None:
+        improvements.append(value)
+        if len(improvements) == 3:
+            raise KeyboardInterrupt
+
+    result = BRKGA().solve(problem, Budget(evaluations=5000), seed=0, progress=interrupt)
+    assert result.status == "interrupted" and result.solution.solver["status"] == "interrupted"
+    assert result.evaluations < 5000
+    assert (
+        result.value == reference_score(problem.graph, result.solution, problem.machine).peak_memory
+    )

@@ -5,7 +5,10 @@ Memory of a device only rises at steps that involve it (an op placed on it, a tr
 it), so peaks are measured there; copies carry a count of their remaining readers and are freed
 when it reaches zero. Per-copy state lives in flat arrays indexed by ``tensor * d + device``.
 Each edge is touched twice per evaluation (counting readers, then reading the input), which is
-what keeps a 1,000-op evaluation in the tens of microseconds.
+what keeps a 1,000-op evaluation in the tens of microseconds. Indices are cast to unsigned
+(`_u`) because numba otherwise guards every access against negative-index wraparound, which
+cost about a quarter of the time; the rules checked first (valid devices and event codes) keep
+every index in range.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ import numpy as np
 
 PINNED = 1 << 30
 """Extra readers given to a persistent tensor's home copy: it is never freed (section 4)."""
+
+
+_u = np.uint64
+"""Array indices are cast to unsigned so that numba skips negative-index wraparound."""
 
 
 @numba.njit(cache=True, nogil=True)
@@ -48,7 +55,7 @@ def score_solution(
     d = n_devices
     peak[:] = 0
     for j in range(n_ops):
-        if placement[j] < 0 or placement[j] >= d:
+        if placement[_u(j)] < 0 or placement[_u(j)] >= d:
             return 1, j, -1, 0.0
 
     # Readers of each copy: its consumers on that device, plus the transfers for the home copy.
@@ -57,18 +64,18 @@ def score_solution(
     home_readers = np.empty(n_tensors, dtype=np.int32)
     memory = np.zeros(d, dtype=np.int64)
     for t in range(n_tensors):
-        home = placement[tensor_producer[t]]
+        home = placement[_u(tensor_producer[_u(t)])]
         base = t * d
         n_transfers = 0
-        for e in range(consumer_ptr[t], consumer_ptr[t + 1]):
-            device = placement[consumer_op[e]]
-            count = n_consumers[base + device]
+        for e in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
+            device = placement[_u(consumer_op[_u(e)])]
+            count = n_consumers[_u(base + device)]
             n_transfers += (count == 0) & (device != home)
-            n_consumers[base + device] = count + 1
-        home_readers[t] = n_consumers[base + home] + n_transfers
-        if tensor_persistent[t]:
-            home_readers[t] += PINNED
-            memory[home] += tensor_size[t]
+            n_consumers[_u(base + device)] = count + 1
+        home_readers[_u(t)] = n_consumers[_u(base + home)] + n_transfers
+        if tensor_persistent[_u(t)]:
+            home_readers[_u(t)] += PINNED
+            memory[_u(home)] += tensor_size[_u(t)]
 
     readers_left = np.empty(n_tensors * d, dtype=np.int32)
     ready = np.full(n_tensors * d, -1.0)  # time the copy is available; < 0 until it exists
@@ -78,85 +85,85 @@ def score_solution(
     n_codes = n_ops + n_tensors * d
 
     for position in range(order.shape[0]):
-        code = order[position]
+        code = order[_u(position)]
         if code < 0 or code >= n_codes:
             return 2, position, -1, 0.0
         if code < n_ops:
-            if op_done[code]:
+            if op_done[_u(code)]:
                 return 3, position, -1, 0.0
-            op_done[code] = 1
-            device = placement[code]
-            start = device_free[device]
+            op_done[_u(code)] = 1
+            device = placement[_u(code)]
+            start = device_free[_u(device)]
             freed = 0  # bytes freed right after this step: inputs and outputs without readers
-            for e in range(op_input_ptr[code], op_input_ptr[code + 1]):
-                t = op_input_tensor[e]
+            for e in range(op_input_ptr[_u(code)], op_input_ptr[_u(code + 1)]):
+                t = op_input_tensor[_u(e)]
                 copy = t * d + device
-                available = ready[copy]
+                available = ready[_u(copy)]
                 if available < 0.0:
                     return 7, position, t, 0.0
                 if available > start:
                     start = available
-                left = readers_left[copy] - 1
-                readers_left[copy] = left
+                left = readers_left[_u(copy)] - 1
+                readers_left[_u(copy)] = left
                 if left == 0:
-                    freed += tensor_size[t]
-            finish = start + op_runtime[code]
-            device_free[device] = finish
+                    freed += tensor_size[_u(t)]
+            finish = start + op_runtime[_u(code)]
+            device_free[_u(device)] = finish
             if finish > makespan:
                 makespan = finish
-            resident = memory[device]
-            for e in range(op_output_ptr[code], op_output_ptr[code + 1]):
-                t = op_output_tensor[e]
+            resident = memory[_u(device)]
+            for e in range(op_output_ptr[_u(code)], op_output_ptr[_u(code + 1)]):
+                t = op_output_tensor[_u(e)]
                 copy = t * d + device
-                ready[copy] = finish
-                left = home_readers[t]
-                readers_left[copy] = left
-                if not tensor_persistent[t]:
-                    resident += tensor_size[t]
+                ready[_u(copy)] = finish
+                left = home_readers[_u(t)]
+                readers_left[_u(copy)] = left
+                if not tensor_persistent[_u(t)]:
+                    resident += tensor_size[_u(t)]
                 if left == 0:
-                    freed += tensor_size[t]
-            current = resident + op_temp_memory[code]
-            if current > peak[device]:
-                peak[device] = current
-            memory[device] = resident - freed
+                    freed += tensor_size[_u(t)]
+            current = resident + op_temp_memory[_u(code)]
+            if current > peak[_u(device)]:
+                peak[_u(device)] = current
+            memory[_u(device)] = resident - freed
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
-            home = placement[tensor_producer[t]]
+            home = placement[_u(tensor_producer[_u(t)])]
             copy = t * d + device
-            if device == home or n_consumers[copy] == 0:
+            if device == home or n_consumers[_u(copy)] == 0:
                 return 4, position, -1, 0.0
-            if ready[copy] >= 0.0:
+            if ready[_u(copy)] >= 0.0:
                 return 5, position, -1, 0.0
             source = t * d + home
-            produced = ready[source]
+            produced = ready[_u(source)]
             if produced < 0.0:
                 return 6, position, -1, 0.0
-            duration = latency + tensor_size[t] / bandwidth
+            duration = latency + tensor_size[_u(t)] / bandwidth
             if sync:
-                start = device_free[device]
+                start = device_free[_u(device)]
                 if produced > start:
                     start = produced
                 finish = start + duration
-                device_free[device] = finish
+                device_free[_u(device)] = finish
             else:
                 finish = produced + duration
             if finish > makespan:
                 makespan = finish
-            ready[copy] = finish
-            readers_left[copy] = n_consumers[copy]
-            memory[device] += tensor_size[t]
-            if memory[device] > peak[device]:
-                peak[device] = memory[device]
-            if memory[home] > peak[home]:
-                peak[home] = memory[home]
-            left = readers_left[source] - 1
-            readers_left[source] = left
+            ready[_u(copy)] = finish
+            readers_left[_u(copy)] = n_consumers[_u(copy)]
+            memory[_u(device)] += tensor_size[_u(t)]
+            if memory[_u(device)] > peak[_u(device)]:
+                peak[_u(device)] = memory[_u(device)]
+            if memory[_u(home)] > peak[_u(home)]:
+                peak[_u(home)] = memory[_u(home)]
+            left = readers_left[_u(source)] - 1
+            readers_left[_u(source)] = left
             if left == 0:
-                memory[home] -= tensor_size[t]
+                memory[_u(home)] -= tensor_size[_u(t)]
 
     for j in range(n_ops):
-        if op_done[j] == 0:
+        if op_done[_u(j)] == 0:
             return 8, j, -1, 0.0
     return 0, -1, -1, makespan
 

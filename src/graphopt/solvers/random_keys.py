@@ -218,17 +218,22 @@ def pack(priority: float, event: int, bits: int) -> int:
     return (level << bits) | (((1 << bits) - 1) - event)
 
 
+_u = np.uint64
+"""Array indices are cast to unsigned so that numba skips negative-index wraparound (as in
+`graphopt.costmodels._kernels`); every index here is a valid op, tensor, copy or heap slot."""
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _push(heap: np.ndarray, size: int, entry: int) -> int:
     """Adds `entry` to the max-heap heap[:size]; returns the new size."""
     i = size
     while i > 0:
         parent = (i - 1) >> 1
-        if heap[parent] >= entry:
+        if heap[_u(parent)] >= entry:
             break
-        heap[i] = heap[parent]
+        heap[_u(i)] = heap[_u(parent)]
         i = parent
-    heap[i] = entry
+    heap[_u(i)] = entry
     return size + 1
 
 
@@ -236,23 +241,23 @@ def _push(heap: np.ndarray, size: int, entry: int) -> int:
 def _pop(heap: np.ndarray, size: int) -> int:
     """Removes the root of the max-heap heap[:size]; returns the new size.
 
-    heap[size] must hold -1 (a sentinel below every entry) so that the last node's missing
+    heap[_u(size)] must hold -1 (a sentinel below every entry) so that the last node's missing
     right child never wins; the function keeps that invariant.
     """
     size -= 1
-    entry = heap[size]
-    heap[size] = -1
+    entry = heap[_u(size)]
+    heap[_u(size)] = -1
     i = 0
     while True:
         child = 2 * i + 1
         if child >= size:
             break
-        child += heap[child + 1] > heap[child]
-        if heap[child] <= entry:
+        child += heap[_u(child + 1)] > heap[_u(child)]
+        if heap[_u(child)] <= entry:
             break
-        heap[i] = heap[child]
+        heap[_u(i)] = heap[_u(child)]
         i = child
-    heap[i] = entry
+    heap[_u(i)] = entry
     return size
 
 
@@ -291,19 +296,19 @@ def decode_and_score(
     transfer_priority = n_ops * (d + 1)
 
     for j in range(n_ops):
-        if pins[j] >= 0:
-            placement[j] = pins[j]
+        if pins[_u(j)] >= 0:
+            placement[_u(j)] = pins[_u(j)]
         else:
             best = 0
             for b in range(1, d):
-                if keys[j * d + b] > keys[j * d + best]:
+                if keys[_u(j * d + b)] > keys[_u(j * d + best)]:
                     best = b
-            placement[j] = best
+            placement[_u(j)] = best
 
     memory = np.zeros(d, dtype=np.int64)
     for t in range(n_tensors):
-        if tensor_persistent[t]:
-            memory[placement[tensor_producer[t]]] += tensor_size[t]
+        if tensor_persistent[_u(t)]:
+            memory[placement[_u(tensor_producer[_u(t)])]] += tensor_size[_u(t)]
     peak[:] = 0
 
     n_codes = n_ops + n_tensors * d
@@ -315,9 +320,9 @@ def decode_and_score(
     size = 0
     waiting = np.empty(n_ops, dtype=np.int32)
     for j in range(n_ops):
-        waiting[j] = op_input_ptr[j + 1] - op_input_ptr[j]
-        if waiting[j] == 0:
-            size = _push(heap, size, pack(keys[op_priority + j], j, bits))
+        waiting[_u(j)] = op_input_ptr[_u(j + 1)] - op_input_ptr[_u(j)]
+        if waiting[_u(j)] == 0:
+            size = _push(heap, size, pack(keys[_u(op_priority + j)], j, bits))
 
     # Per copy (tensor * d + device): readers left (counted when the producer runs) and the
     # time the copy is available.
@@ -328,91 +333,93 @@ def decode_and_score(
     length = 0
 
     while size > 0:
-        event = mask - (heap[0] & mask)
+        event = mask - (heap[_u(0)] & mask)
         size = _pop(heap, size)
-        order[length] = event
+        order[_u(length)] = event
         length += 1
         if event < n_ops:
-            device = placement[event]
-            start = device_free[device]
+            device = placement[_u(event)]
+            start = device_free[_u(device)]
             freed = 0
-            for e in range(op_input_ptr[event], op_input_ptr[event + 1]):
-                t = op_input_tensor[e]
+            for e in range(op_input_ptr[_u(event)], op_input_ptr[_u(event + 1)]):
+                t = op_input_tensor[_u(e)]
                 copy = t * d + device
-                start = max(start, ready[copy])
-                left = readers_left[copy] - 1
-                readers_left[copy] = left
+                start = max(start, ready[_u(copy)])
+                left = readers_left[_u(copy)] - 1
+                readers_left[_u(copy)] = left
                 if left == 0:
-                    freed += tensor_size[t]
-            finish = start + op_runtime[event]
-            device_free[device] = finish
+                    freed += tensor_size[_u(t)]
+            finish = start + op_runtime[_u(event)]
+            device_free[_u(device)] = finish
             makespan = max(makespan, finish)
-            resident = memory[device]
-            for e in range(op_output_ptr[event], op_output_ptr[event + 1]):
-                t = op_output_tensor[e]
+            resident = memory[_u(device)]
+            for e in range(op_output_ptr[_u(event)], op_output_ptr[_u(event + 1)]):
+                t = op_output_tensor[_u(e)]
                 base = t * d
-                ready[base + device] = finish
+                ready[_u(base + device)] = finish
                 readers = 0
-                for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                    consumer = consumer_op[c]
-                    target = placement[consumer]
+                for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
+                    consumer = consumer_op[_u(c)]
+                    target = placement[_u(consumer)]
                     if target == device:
                         readers += 1
-                        waiting[consumer] -= 1
-                        if waiting[consumer] == 0:
+                        waiting[_u(consumer)] -= 1
+                        if waiting[_u(consumer)] == 0:
                             size = _push(
-                                heap, size, pack(keys[op_priority + consumer], consumer, bits)
+                                heap, size, pack(keys[_u(op_priority + consumer)], consumer, bits)
                             )
                     else:
-                        if readers_left[base + target] == 0:
+                        if readers_left[_u(base + target)] == 0:
                             readers += 1
                             size = _push(
                                 heap,
                                 size,
                                 pack(
-                                    keys[transfer_priority + base + target],
+                                    keys[_u(transfer_priority + base + target)],
                                     n_ops + base + target,
                                     bits,
                                 ),
                             )
-                        readers_left[base + target] += 1
-                if tensor_persistent[t]:
+                        readers_left[_u(base + target)] += 1
+                if tensor_persistent[_u(t)]:
                     readers += PINNED
                 else:
-                    resident += tensor_size[t]
-                readers_left[base + device] = readers
+                    resident += tensor_size[_u(t)]
+                readers_left[_u(base + device)] = readers
                 if readers == 0:
-                    freed += tensor_size[t]
-            current = resident + op_temp_memory[event]
-            peak[device] = max(peak[device], current)
-            memory[device] = resident - freed
+                    freed += tensor_size[_u(t)]
+            current = resident + op_temp_memory[_u(event)]
+            peak[_u(device)] = max(peak[_u(device)], current)
+            memory[_u(device)] = resident - freed
         else:
             base = event - n_ops
             t = base // d
             device = base - t * d
-            home = placement[tensor_producer[t]]
+            home = placement[_u(tensor_producer[_u(t)])]
             source = t * d + home
-            duration = latency + tensor_size[t] / bandwidth
+            duration = latency + tensor_size[_u(t)] / bandwidth
             if sync:
-                finish = max(device_free[device], ready[source]) + duration
-                device_free[device] = finish
+                finish = max(device_free[_u(device)], ready[_u(source)]) + duration
+                device_free[_u(device)] = finish
             else:
-                finish = ready[source] + duration
+                finish = ready[_u(source)] + duration
             makespan = max(makespan, finish)
-            ready[base] = finish
-            memory[device] += tensor_size[t]
-            peak[device] = max(peak[device], memory[device])
-            peak[home] = max(peak[home], memory[home])
-            left = readers_left[source] - 1
-            readers_left[source] = left
+            ready[_u(base)] = finish
+            memory[_u(device)] += tensor_size[_u(t)]
+            peak[_u(device)] = max(peak[_u(device)], memory[_u(device)])
+            peak[_u(home)] = max(peak[_u(home)], memory[_u(home)])
+            left = readers_left[_u(source)] - 1
+            readers_left[_u(source)] = left
             if left == 0:
-                memory[home] -= tensor_size[t]
-            for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                consumer = consumer_op[c]
-                if placement[consumer] == device:
-                    waiting[consumer] -= 1
-                    if waiting[consumer] == 0:
-                        size = _push(heap, size, pack(keys[op_priority + consumer], consumer, bits))
+                memory[_u(home)] -= tensor_size[_u(t)]
+            for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
+                consumer = consumer_op[_u(c)]
+                if placement[_u(consumer)] == device:
+                    waiting[_u(consumer)] -= 1
+                    if waiting[_u(consumer)] == 0:
+                        size = _push(
+                            heap, size, pack(keys[_u(op_priority + consumer)], consumer, bits)
+                        )
     return length, makespan
 
 
