@@ -101,6 +101,7 @@ def test_capacity_no_solution_meets_reports_the_excess(graph_file, tmp_path) -> 
     assert result.exit_code == 3
     assert "no solution found fits the capacity of 1,024 bytes" in result.stderr
     assert "exceeds by" in result.stderr and out.exists()
+    assert "No placement can meet it: op " in result.stderr
 
 
 def test_api_optimize_honours_pins() -> None:

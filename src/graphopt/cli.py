@@ -322,7 +322,11 @@ def optimize(
 
     from graphopt.ir.io import write_solution
     from graphopt.optimize import optimize as run_optimize
-    from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
+    from graphopt.solvers.bounds import (
+        makespan_lower_bound,
+        op_step_memory,
+        peak_memory_lower_bound,
+    )
 
     graph = read_graph(graph_path)
     machine = _machine_options(devices, capacity, latency, bandwidth, mode)
@@ -388,10 +392,18 @@ def optimize(
         console.print(table)
     if not result.feasible:
         worst = max(result.score.peak_memory_per_device)
+        step = op_step_memory(graph)
+        heaviest = int(step.argmax())
+        proof = (
+            f" No placement can meet it: op {graph.op_names[heaviest]!r} alone holds "
+            f"{int(step[heaviest]):,} bytes at its step."
+            if step[heaviest] > machine.capacity
+            else ""
+        )
         typer.echo(
             f"error: no solution found fits the capacity of {machine.capacity:,} bytes per "
             f"device; the best needs {worst:,} bytes (exceeds by {worst - machine.capacity:,}); "
-            f"it was written to {output}",
+            f"it was written to {output}.{proof}",
             err=True,
         )
         raise typer.Exit(3)

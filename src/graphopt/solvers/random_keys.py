@@ -113,6 +113,7 @@ class RandomKeyDecoder:
         self.max_events = graph.n_ops + graph.n_tensors * (machine.n_devices - 1)
         self.kernel_arrays = problem.scorer.kernel_arrays
         self.machine_args = problem.scorer.machine_args
+        self._buffers: dict[int, tuple[np.ndarray, ...]] = {}
 
     @property
     def n_genes(self) -> int:
@@ -144,22 +145,31 @@ class RandomKeyDecoder:
             self.layout.n_devices,
         )
 
-    def evaluate(self, keys: np.ndarray) -> DecodedPopulation:
+    def evaluate(self, keys: np.ndarray, reuse: bool = False) -> DecodedPopulation:
         """Decodes and scores a population, in parallel over its members.
 
         Args:
             keys: [B, n_genes] chromosomes.
+            reuse: write into arrays the decoder keeps per batch size (the next call with
+                `reuse` overwrites them) instead of new ones; BRKGA's loop uses it, since fresh
+                [B, events] arrays every generation cost page faults on large graphs.
         """
         keys = self._check(keys)
         if keys.ndim != 2:
             raise SolverError(f"a population is a [B, genes] array, got shape {keys.shape}")
         n = keys.shape[0]
-        d = self.layout.n_devices
-        placements = np.empty((n, self.layout.n_ops), dtype=np.int32)
-        orders = np.empty((n, self.max_events), dtype=np.int64)
-        lengths = np.empty(n, dtype=np.int64)
-        peaks = np.empty((n, d), dtype=np.int64)
-        makespans = np.empty(n, dtype=np.float64)
+        buffers = self._buffers.get(n) if reuse else None
+        if buffers is None:
+            buffers = (
+                np.empty((n, self.layout.n_ops), dtype=np.int32),
+                np.empty((n, self.max_events), dtype=np.int64),
+                np.empty(n, dtype=np.int64),
+                np.empty((n, self.layout.n_devices), dtype=np.int64),
+                np.empty(n, dtype=np.float64),
+            )
+            if reuse:
+                self._buffers[n] = buffers
+        placements, orders, lengths, peaks, makespans = buffers
         decode_population(
             *self.kernel_arrays,
             self.pins,
@@ -241,7 +251,7 @@ def _push(heap: np.ndarray, size: int, entry: int) -> int:
 def _pop(heap: np.ndarray, size: int) -> int:
     """Removes the root of the max-heap heap[:size]; returns the new size.
 
-    heap[_u(size)] must hold -1 (a sentinel below every entry) so that the last node's missing
+    heap[size] must hold -1 (a sentinel below every entry) so that the last node's missing
     right child never wins; the function keeps that invariant.
     """
     size -= 1
