@@ -54,17 +54,6 @@ _MOVES_PER_THREAD = 8
 _MAX_THREADS = 8
 """Most threads a batch is split over (each needs its own scratch row of O(n_tensors * d))."""
 
-_POOL: ThreadPoolExecutor | None = None
-"""Worker threads for batches of moves (the kernels release the GIL)."""
-
-
-def _thread_pool(workers: int) -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=max(workers - 1, 1))
-    return _POOL
-
-
 class _Arrays(NamedTuple):
     """Graph and machine arrays the kernels read."""
 
@@ -920,6 +909,9 @@ class IncrementalEvaluator:
         )
         self._stamp = 0
         self._current: _Current | None = None
+        # Helper threads for batches of moves (the kernels release the GIL); they exit when the
+        # evaluator is garbage-collected.
+        self._pool = ThreadPoolExecutor(max_workers=max(rows - 1, 1))
 
     def _next_stamps(self, count: int) -> int:
         """First of `count` fresh stamps (stamps only grow, so scratch rows need no clearing)."""
@@ -1024,7 +1016,7 @@ class IncrementalEvaluator:
                 makespans,
             )
 
-        others = [_thread_pool(rows).submit(run_chunk, row) for row in range(1, n_chunks)]
+        others = [self._pool.submit(run_chunk, row) for row in range(1, n_chunks)]
         run_chunk(0)
         for other in others:
             other.result()
