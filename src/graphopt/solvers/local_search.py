@@ -54,6 +54,7 @@ _MOVES_PER_THREAD = 8
 _MAX_THREADS = 8
 """Most threads a batch is split over (each needs its own scratch row of O(n_tensors * d))."""
 
+
 class _Arrays(NamedTuple):
     """Graph and machine arrays the kernels read."""
 
