@@ -24,22 +24,12 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench_scorer import median_seconds
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.solvers.base import Budget, Problem
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder, decode_and_score
-
-
-def median_seconds(call, repeats: int, inner: int) -> float:
-    """Median over `repeats` of the mean time of `inner` back-to-back calls."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(inner):
-            call()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples)
 
 
 def pymoo_seconds(decoder: RandomKeyDecoder, evaluations: int, vectorized: bool) -> float:

@@ -436,19 +436,13 @@ def bench(
 
     from graphopt.evaluation.bench import markdown_table, run_bench, write_reports
     from graphopt.evaluation.suites import load_suite
-    from graphopt.solvers.base import Objective, SolverError
-    from graphopt.solvers.registry import SOLVERS
+    from graphopt.solvers.base import Objective
+    from graphopt.solvers.registry import check_solver
 
     names = [name.strip() for name in solvers.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SOLVERS]
-    if unknown:
-        raise SolverError(f"unknown solver {unknown[0]!r}; valid solvers: {', '.join(SOLVERS)}")
-    try:
-        goal = Objective(objective)
-    except ValueError:
-        raise SolverError(
-            f"unknown objective {objective!r}; valid: peak-memory, makespan"
-        ) from None
+    for name in names:
+        check_solver(name)
+    goal = Objective.parse(objective)
     graphs = load_suite(suite)
     machine = _machine_options(devices, capacity, 0.0, None, "sync")
     total = len(graphs) * len(dict.fromkeys([*names, "brkga"])) * seeds
@@ -478,11 +472,11 @@ def bench(
 @app.command()
 def solvers() -> None:
     """List the solvers `optimize --solver` and `bench --solvers` accept."""
-    from graphopt.solvers.registry import DESCRIPTIONS
+    from graphopt.solvers.registry import SOLVERS
 
     table = Table("solver", "what it does")
-    for name, text in DESCRIPTIONS.items():
-        table.add_row(name, text)
+    for name, entry in SOLVERS.items():
+        table.add_row(name, entry.description)
     console.print(table)
 
 

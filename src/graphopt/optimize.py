@@ -62,11 +62,6 @@ def optimize(
     Raises:
         SolverError: unknown solver or objective, bad budget, bad pins.
     """
-    try:
-        objective = Objective(objective)
-    except ValueError:
-        valid = ", ".join(o.value for o in Objective)
-        raise SolverError(f"unknown objective {objective!r}; valid: {valid}") from None
     machine = machine or Machine()
     if evaluations is None and seconds is None:
         evaluations = DEFAULT_EVALUATIONS

@@ -21,7 +21,8 @@ PINNED = 1 << 30
 
 
 _u = np.uint64
-"""Array indices are cast to unsigned so that numba skips negative-index wraparound."""
+"""Array indices are cast to unsigned so that numba skips negative-index wraparound; shared with
+the random-key decoder's kernel. Only for indices already known to be in range."""
 
 
 @numba.njit(cache=True, nogil=True)

@@ -43,6 +43,15 @@ class Objective(StrEnum):
     PEAK_MEMORY = "peak-memory"
     MAKESPAN = "makespan"
 
+    @classmethod
+    def parse(cls, text: str | Objective) -> Objective:
+        """The objective named `text`; SolverError listing the valid names otherwise."""
+        try:
+            return cls(text)
+        except ValueError:
+            valid = ", ".join(o.value for o in cls)
+            raise SolverError(f"unknown objective {text!r}; valid: {valid}") from None
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -95,7 +104,7 @@ class Problem:
     scorer: Scorer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "objective", Objective(self.objective))
+        object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "scorer", Scorer(self.graph, self.machine))
         if self.pinned is None:
             return

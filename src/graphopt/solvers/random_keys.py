@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from graphopt.costmodels._kernels import PINNED
+from graphopt.costmodels._kernels import PINNED, _u
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, SolverError
@@ -226,11 +226,6 @@ def pack(priority: float, event: int, bits: int) -> int:
     """
     level = np.int64(min(max(priority, 0.0), 1.0) * ((1 << (62 - bits)) - 1))
     return (level << bits) | (((1 << bits) - 1) - event)
-
-
-_u = np.uint64
-"""Array indices are cast to unsigned so that numba skips negative-index wraparound (as in
-`graphopt.costmodels._kernels`); every index here is a valid op, tensor, copy or heap slot."""
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

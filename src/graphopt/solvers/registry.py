@@ -7,51 +7,119 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import NamedTuple
 
 from graphopt.solvers.base import Solver, SolverError
 
-SOLVERS: dict[str, tuple[str, str]] = {
-    "auto": ("graphopt.solvers.portfolio", "Portfolio"),
-    "brkga": ("graphopt.solvers.brkga", "BRKGA"),
-    "brkga-tuned": ("graphopt.solvers.brkga", "tuned_brkga"),
-    "xla-list": ("graphopt.solvers.memory_schedulers", "XlaListScheduler"),
-    "xla-dfs": ("graphopt.solvers.memory_schedulers", "XlaDfsScheduler"),
-    "xla-postorder": ("graphopt.solvers.memory_schedulers", "XlaPostOrderScheduler"),
-    "inductor-lpmf": ("graphopt.solvers.memory_schedulers", "InductorLpmfScheduler"),
-    "inductor-bfs": ("graphopt.solvers.memory_schedulers", "InductorBfsScheduler"),
-    "inductor-dfs": ("graphopt.solvers.memory_schedulers", "InductorDfsScheduler"),
-    "compiler-best": ("graphopt.solvers.memory_schedulers", "CompilerBestScheduler"),
-    "critical-path": ("graphopt.solvers.list_scheduling", "CriticalPathScheduler"),
-    "heft": ("graphopt.solvers.list_scheduling", "HeftScheduler"),
-    "gp-kl": ("graphopt.solvers.partition", "KernighanLinSolver"),
-    "gp-metis": ("graphopt.solvers.partition", "MetisSolver"),
-    "local-search": ("graphopt.solvers.local_search", "LocalSearch"),
-    "annealing": ("graphopt.solvers.local_search", "SimulatedAnnealing"),
-    "random-search": ("graphopt.solvers.local_search", "RandomSearch"),
-    "cp-sat": ("graphopt.solvers.cpsat", "CPSATSolver"),
-}
-"""Solver name -> (module, factory): calling the factory with no argument gives the solver."""
 
-DESCRIPTIONS: dict[str, str] = {
-    "auto": "heuristics, then BRKGA from their best, then local search (default)",
-    "brkga": "BRKGA, paper 001 defaults (pi=100, pi_e=10, pi_c=80, rho=0.7)",
-    "brkga-tuned": "BRKGA with the grid-searched preset",
-    "xla-list": "XLA list memory scheduler, one device",
-    "xla-dfs": "XLA DFS memory scheduler, one device",
-    "xla-postorder": "XLA post-order memory scheduler, one device",
-    "inductor-lpmf": "Inductor least-peak-memory-first reordering, one device",
-    "inductor-bfs": "Inductor BFS reordering, one device",
-    "inductor-dfs": "Inductor DFS reordering, one device",
-    "compiler-best": "best of the XLA and Inductor schedulers, one device",
-    "critical-path": "critical-path list scheduling (makespan)",
-    "heft": "HEFT earliest-finish-time placement and order (makespan)",
-    "gp-kl": "Kernighan-Lin partition + DFS scheduler per device (paper 001 GP+DFS)",
-    "gp-metis": "METIS partition + DFS scheduler per device",
-    "local-search": "best-improvement local search with random restarts",
-    "annealing": "simulated annealing over device and order moves",
-    "random-search": "random placements and random valid orders",
-    "cp-sat": "OR-Tools CP-SAT exact model; proves optima on small graphs",
+class SolverEntry(NamedTuple):
+    """Where a solver lives and what it does."""
+
+    module: str
+    factory: str
+    """Called with no argument, it returns the solver."""
+    description: str
+
+
+SOLVERS: dict[str, SolverEntry] = {
+    "auto": SolverEntry(
+        "graphopt.solvers.portfolio",
+        "Portfolio",
+        "heuristics, then tuned BRKGA from their best, then local search (default)",
+    ),
+    "brkga": SolverEntry(
+        "graphopt.solvers.brkga",
+        "BRKGA",
+        "BRKGA, paper 001 defaults (pi=100, pi_e=10, pi_c=80, rho=0.7)",
+    ),
+    "brkga-tuned": SolverEntry(
+        "graphopt.solvers.brkga",
+        "tuned_brkga",
+        "BRKGA with the grid-searched preset",
+    ),
+    "xla-list": SolverEntry(
+        "graphopt.solvers.memory_schedulers",
+        "XlaListScheduler",
+        "XLA list memory scheduler, one device",
+    ),
+    "xla-dfs": SolverEntry(
+        "graphopt.solvers.memory_schedulers",
+        "XlaDfsScheduler",
+        "XLA DFS memory scheduler, one device",
+    ),
+    "xla-postorder": SolverEntry(
+        "graphopt.solvers.memory_schedulers",
+        "XlaPostOrderScheduler",
+        "XLA post-order memory scheduler, one device",
+    ),
+    "inductor-lpmf": SolverEntry(
+        "graphopt.solvers.memory_schedulers",
+        "InductorLpmfScheduler",
+        "Inductor least-peak-memory-first reordering, one device",
+    ),
+    "inductor-bfs": SolverEntry(
+        "graphopt.solvers.memory_schedulers",
+        "InductorBfsScheduler",
+        "Inductor BFS reordering, one device",
+    ),
+    "inductor-dfs": SolverEntry(
+        "graphopt.solvers.memory_schedulers",
+        "InductorDfsScheduler",
+        "Inductor DFS reordering, one device",
+    ),
+    "compiler-best": SolverEntry(
+        "graphopt.solvers.memory_schedulers",
+        "CompilerBestScheduler",
+        "best of the XLA and Inductor schedulers, one device",
+    ),
+    "critical-path": SolverEntry(
+        "graphopt.solvers.list_scheduling",
+        "CriticalPathScheduler",
+        "critical-path list scheduling (makespan)",
+    ),
+    "heft": SolverEntry(
+        "graphopt.solvers.list_scheduling",
+        "HeftScheduler",
+        "HEFT earliest-finish-time placement and order (makespan)",
+    ),
+    "gp-kl": SolverEntry(
+        "graphopt.solvers.partition",
+        "KernighanLinSolver",
+        "Kernighan-Lin partition + DFS scheduler per device (paper 001 GP+DFS)",
+    ),
+    "gp-metis": SolverEntry(
+        "graphopt.solvers.partition",
+        "MetisSolver",
+        "METIS partition + DFS scheduler per device",
+    ),
+    "local-search": SolverEntry(
+        "graphopt.solvers.local_search",
+        "LocalSearch",
+        "best-improvement local search with random restarts",
+    ),
+    "annealing": SolverEntry(
+        "graphopt.solvers.local_search",
+        "SimulatedAnnealing",
+        "simulated annealing over device and order moves",
+    ),
+    "random-search": SolverEntry(
+        "graphopt.solvers.local_search",
+        "RandomSearch",
+        "random placements and random valid orders",
+    ),
+    "cp-sat": SolverEntry(
+        "graphopt.solvers.cpsat",
+        "CPSATSolver",
+        "OR-Tools CP-SAT exact model; proves optima on small graphs",
+    ),
 }
+"""Solver name -> entry, in the order `graphopt solvers` lists them."""
+
+
+def check_solver(name: str) -> None:
+    """Raises SolverError for an unknown solver name, listing the valid ones."""
+    if name not in SOLVERS:
+        raise SolverError(f"unknown solver {name!r}; valid solvers: {', '.join(SOLVERS)}")
 
 
 def make_solver(name: str) -> Solver:
@@ -60,8 +128,7 @@ def make_solver(name: str) -> Solver:
     Raises:
         SolverError: for an unknown name, listing the valid ones.
     """
-    if name not in SOLVERS:
-        raise SolverError(f"unknown solver {name!r}; valid solvers: {', '.join(SOLVERS)}")
-    module, factory = SOLVERS[name]
-    make: Callable[[], Solver] = getattr(importlib.import_module(module), factory)
+    check_solver(name)
+    entry = SOLVERS[name]
+    make: Callable[[], Solver] = getattr(importlib.import_module(entry.module), entry.factory)
     return make()
