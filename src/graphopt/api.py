@@ -1,9 +1,10 @@
-"""The stable Python API: load and save graphs and solutions, score them, optimize graphs."""
+"""The stable Python API: import, load and save graphs and solutions, score and optimize them."""
 
 from __future__ import annotations
 
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Score, Scorer, score
+from graphopt.importers import import_graph
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import read_graph as load_graph
 from graphopt.ir.io import read_solution as load_solution
@@ -25,6 +26,7 @@ __all__ = [
     "Score",
     "Scorer",
     "Solution",
+    "import_graph",
     "load_graph",
     "load_solution",
     "make_solver",

@@ -1,4 +1,4 @@
-"""The `graphopt` command line: generate, info, score, optimize, bench.
+"""The `graphopt` command line: generate, import, zoo, dataset, info, score, optimize, bench.
 
 Every command that prints results also takes `--json` and then prints exactly one JSON object on
 stdout. Invalid input ends with one line on stderr naming the item and the rule, and exit
@@ -178,6 +178,153 @@ def info(
         top = list(summary["op_types"].items())[:8]
         table.add_row("op types", ", ".join(f"{k} {v}" for k, v in top))
     console.print(table)
+
+
+@app.command("import")
+@_user_errors
+def import_(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="model.onnx, graph.pbtxt (TensorFlow CostGraphDef), graph.json/.npz, or a "
+            "Python factory package.module:function returning (nn.Module, example inputs)."
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Graph file to write (.json or .npz).")
+    ],
+    device: Annotated[
+        str, typer.Option(help="Roofline device for op runtimes: v100, a100, h100 or cpu.")
+    ] = "a100",
+    profile: Annotated[
+        Path | None,
+        typer.Option(help="Measured runtimes (CSV op,seconds or JSON) overriding the estimates."),
+    ] = None,
+    train: Annotated[
+        bool, typer.Option("--train", help="PyTorch: the training step, not inference.")
+    ] = False,
+    method: Annotated[
+        str, typer.Option(help="PyTorch: export (torch.export) or fx (symbolic_trace).")
+    ] = "export",
+    strict: Annotated[bool, typer.Option(help="PyTorch: torch.export strict mode.")] = False,
+    name: Annotated[str | None, typer.Option(help="Graph name.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import a real graph (PyTorch, ONNX, CostGraphDef) with per-op costs."""
+    from graphopt.costmodels.roofline import apply_profile, device_spec, read_profile
+    from graphopt.importers import import_graph
+
+    if method not in ("export", "fx"):
+        raise GraphoptError(f"--method must be export or fx, got '{method}'")
+    device_spec(device)
+    graph = import_graph(
+        source, device=device, training=train, method=method, strict=strict, name=name
+    )
+    if profile is not None:
+        graph = apply_profile(graph, read_profile(profile))
+    _write_summary(graph, output, as_json)
+
+
+def _write_summary(graph: Graph, output: Path, as_json: bool) -> None:
+    write_graph(graph, output)
+    summary = {"path": str(output), "name": graph.name, **_counts(graph)}
+    summary["total_tensor_size"] = graph.total_tensor_size
+    summary["total_runtime"] = graph.total_runtime
+    if as_json:
+        _print_json(summary)
+    else:
+        console.print(
+            f"wrote {output}: {graph.n_ops:,} ops, {graph.n_tensors:,} tensors, "
+            f"{graph.n_edges:,} edges, {graph.total_tensor_size:,} tensor bytes, "
+            f"{graph.total_runtime:.6g} s of op runtime"
+        )
+
+
+zoo_app = typer.Typer(help="Built-in model zoo: list and export real graphs.", no_args_is_help=True)
+dataset_app = typer.Typer(
+    help="Build and inspect training datasets of graphs.", no_args_is_help=True
+)
+app.add_typer(zoo_app, name="zoo")
+app.add_typer(dataset_app, name="dataset")
+
+
+@zoo_app.command("list")
+@_user_errors
+def zoo_list(as_json: JsonFlag = False) -> None:
+    """List the zoo's models (hand-written and transformers configs, random weights)."""
+    from graphopt.importers.zoo import ZOO
+
+    rows = [
+        {"name": m.name, "family": m.family, "description": m.description} for m in ZOO.values()
+    ]
+    if as_json:
+        _print_json({"models": rows})
+        return
+    table = Table("model", "family", "what it is")
+    for row in rows:
+        table.add_row(row["name"], row["family"], row["description"])
+    console.print(table)
+
+
+@zoo_app.command("export")
+@_user_errors
+def zoo_export(
+    name: Annotated[str, typer.Argument(help="Zoo model name (see `graphopt zoo list`).")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Graph file to write (.json or .npz).")
+    ],
+    train: Annotated[
+        bool, typer.Option("--train", help="The training step instead of inference.")
+    ] = False,
+    device: Annotated[
+        str, typer.Option(help="Roofline device for op runtimes: v100, a100, h100 or cpu.")
+    ] = "a100",
+    as_json: JsonFlag = False,
+) -> None:
+    """Export a zoo model's inference or training-step graph with per-op costs."""
+    from graphopt.costmodels.roofline import device_spec
+    from graphopt.importers.zoo import export_graph
+
+    device_spec(device)
+    _write_summary(export_graph(name, training=train, device=device), output, as_json)
+
+
+@dataset_app.command("build")
+@_user_errors
+def dataset_build(
+    config: Annotated[
+        str, typer.Argument(help="Dataset config JSON, or 'default' for the built-in one.")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write.")],
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing dataset in the directory.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Build a dataset: gather, split by topology (3-1-1), augment, store with a manifest."""
+    from graphopt.datasets import DEFAULT_CONFIG, DatasetConfig, build_dataset
+
+    path = DEFAULT_CONFIG if config == "default" else Path(config)
+    manifest = build_dataset(
+        DatasetConfig.from_json(path), output, progress=not as_json, overwrite=overwrite
+    )
+    if as_json:
+        _print_json(
+            {
+                "path": str(output),
+                "graphs": manifest["graphs"],
+                "topologies": manifest["topologies"],
+                "splits": {k: v["graphs"] for k, v in manifest["splits"].items()},
+            }
+        )
+        return
+    table = Table("split", "graphs", "topologies", "ops")
+    for split, entry in manifest["splits"].items():
+        table.add_row(
+            split, f"{entry['graphs']:,}", f"{entry['topologies']:,}", f"{entry['ops']:,}"
+        )
+    console.print(table)
+    console.print(f"wrote {output} (manifest.json, README.md)")
 
 
 @app.command()

@@ -22,3 +22,7 @@ class SolutionError(GraphoptError):
 
 class MachineError(GraphoptError):
     """A machine description is out of range (device count, capacity, latency, bandwidth, mode)."""
+
+
+class ModelImportError(GraphoptError):
+    """A model, ONNX file or cost graph cannot be imported: the exporter's reason and a hint."""

@@ -118,12 +118,7 @@ class Graph:
 
         _check_names(op_names, "op")
         _check_names(tensor_names, "tensor")
-        bad = np.flatnonzero(~np.isfinite(runtime) | (runtime < 0))
-        if bad.size:
-            j = bad[0]
-            raise GraphError(
-                f"op '{op_names[j]}': runtime must be a finite number >= 0, got {runtime[j]}"
-            )
+        _check_runtimes(runtime, op_names)
         bad = np.flatnonzero(temp < 0)
         if bad.size:
             j = bad[0]
@@ -381,6 +376,16 @@ class Graph:
         _check_sizes(size, self.tensor_names)
         return replace(self, tensor_size=_frozen(size), name=self.name if name is None else name)
 
+    def with_op_runtimes(self, op_runtime: Any) -> Graph:
+        """The same graph with new op runtimes (a cost model's or a profile's), validated."""
+        runtime = _as_array(op_runtime, np.float64, self.n_ops, "op_runtime")
+        _check_runtimes(runtime, self.op_names)
+        return replace(self, op_runtime=_frozen(runtime))
+
+    def with_attrs(self, **attrs: Any) -> Graph:
+        """The same graph with graph-level attributes added or replaced (e.g. provenance)."""
+        return replace(self, attrs={**self.attrs, **attrs})
+
     def __repr__(self) -> str:
         return (
             f"Graph(name={self.name!r}, n_ops={self.n_ops}, n_tensors={self.n_tensors}, "
@@ -401,6 +406,15 @@ def _as_array(values: Any, dtype: Any, length: int, what: str) -> np.ndarray:
     if array.ndim != 1 or array.shape[0] != length:
         raise GraphError(f"{what}: expected {length} values, got shape {array.shape}")
     return array
+
+
+def _check_runtimes(runtime: np.ndarray, op_names: tuple[str, ...]) -> None:
+    bad = np.flatnonzero(~np.isfinite(runtime) | (runtime < 0))
+    if bad.size:
+        j = bad[0]
+        raise GraphError(
+            f"op '{op_names[j]}': runtime must be a finite number >= 0, got {runtime[j]}"
+        )
 
 
 def _check_sizes(size: np.ndarray, tensor_names: tuple[str, ...]) -> None:

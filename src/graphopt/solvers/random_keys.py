@@ -321,13 +321,20 @@ def decode_and_score(
     while (1 << bits) <= n_codes:
         bits += 1
     mask = (1 << bits) - 1
+    # Heap entries of every event, packed in one sequential pass over the keys (the walk below
+    # then reads this compact array instead of scattered keys).
+    entries = np.empty(n_codes, dtype=np.int64)
+    for j in range(n_ops):
+        entries[_u(j)] = pack(keys[_u(op_priority + j)], j, bits)
+    for code in range(n_ops, n_codes):
+        entries[_u(code)] = pack(keys[_u(transfer_priority - n_ops + code)], code, bits)
     heap = np.full(n_codes + 1, -1, dtype=np.int64)
     size = 0
     waiting = np.empty(n_ops, dtype=np.int32)
     for j in range(n_ops):
         waiting[_u(j)] = op_input_ptr[_u(j + 1)] - op_input_ptr[_u(j)]
         if waiting[_u(j)] == 0:
-            size = _push(heap, size, pack(keys[_u(op_priority + j)], j, bits))
+            size = _push(heap, size, entries[_u(j)])
 
     # Per copy (tensor * d + device): readers left (counted when the producer runs) and the
     # time the copy is available.
@@ -370,21 +377,11 @@ def decode_and_score(
                         readers += 1
                         waiting[_u(consumer)] -= 1
                         if waiting[_u(consumer)] == 0:
-                            size = _push(
-                                heap, size, pack(keys[_u(op_priority + consumer)], consumer, bits)
-                            )
+                            size = _push(heap, size, entries[_u(consumer)])
                     else:
                         if readers_left[_u(base + target)] == 0:
                             readers += 1
-                            size = _push(
-                                heap,
-                                size,
-                                pack(
-                                    keys[_u(transfer_priority + base + target)],
-                                    n_ops + base + target,
-                                    bits,
-                                ),
-                            )
+                            size = _push(heap, size, entries[_u(n_ops + base + target)])
                         readers_left[_u(base + target)] += 1
                 if tensor_persistent[_u(t)]:
                     readers += PINNED
@@ -422,9 +419,7 @@ def decode_and_score(
                 if placement[_u(consumer)] == device:
                     waiting[_u(consumer)] -= 1
                     if waiting[_u(consumer)] == 0:
-                        size = _push(
-                            heap, size, pack(keys[_u(op_priority + consumer)], consumer, bits)
-                        )
+                        size = _push(heap, size, entries[_u(consumer)])
     return length, makespan
 
 

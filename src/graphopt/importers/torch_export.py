@@ -1,0 +1,505 @@
+"""PyTorch importer: inference and training-step graphs from `nn.Module`s, with per-op costs.
+
+Inference graphs come from `torch.export.export` (eval mode, `torch.no_grad()`, static shapes)
+decomposed to core ATen with `run_decompositions()`; training steps (forward, backward and a plain
+SGD update, no optimizer state) from `make_fx(..., tracing_mode="fake")` of
+`torch.func.functional_call` + `torch.autograd.grad`, functionalized and decomposed the same way.
+Either way nothing runs: every shape comes from fake tensors in `node.meta["val"]`.
+
+Conversion rules (COST_MODEL.md section 1):
+- one op per call node; its outputs are its tensors, sized shape x dtype item size, one per element
+  of a tuple result (`getitem` nodes are folded into the producer);
+- parameters, buffers, constants and user inputs (from the graph signature) are source ops with one
+  persistent tensor each;
+- ops whose schema says they return a view of an input (`Tensor(a)` returns) allocate nothing:
+  they are merged into the tensor they alias, so memory is never counted twice; in-place ops
+  (`Tensor(a!)`) run as ops but write into their input, and their readers also depend on them
+  through a zero-size tensor;
+- `_assert_*`-style checks are dropped; the innermost `nn_module_stack` entry is kept as the op's
+  `module` (for layer-wise placements and coarsening).
+
+Costs: FLOPs from torch's own FLOP formula registry (`torch.utils.flop_counter`), evaluated on the
+fake shapes; where it has no formula, pointwise ops count one FLOP per output element, softmax and
+normalizations five per input element, reductions one per input element, and data movement
+(copies, concatenation, indexing) none. Bytes accessed are the bytes of the distinct inputs and
+outputs. Runtimes are the roofline estimate of `graphopt.costmodels.roofline` for a named device.
+
+Modules that `torch.export` rejects can use `method="fx"`: `torch.fx.symbolic_trace` with
+`ShapeProp` on fake tensors, one op per traced call.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch.fx import Graph as FxGraph
+from torch.fx import Node
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import flop_registry
+
+from graphopt.costmodels.roofline import DEFAULT_DEVICE, DeviceSpec, annotate_runtimes
+from graphopt.errors import ModelImportError
+from graphopt.importers.builder import GraphBuilder
+from graphopt.ir.graph import Graph
+
+Loss = Callable[[Any, tuple[torch.Tensor, ...]], torch.Tensor]
+
+_DROPPED = ("_assert", "sym_constrain_range", "_functional_assert")
+_SOFTMAX_AND_NORMS = (
+    "_softmax",
+    "_log_softmax",
+    "native_layer_norm",
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "native_group_norm",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "native_layer_norm_backward",
+    "native_batch_norm_backward",
+    "native_group_norm_backward",
+)
+_REDUCTIONS = (
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "prod",
+    "var",
+    "var_mean",
+    "std",
+    "logsumexp",
+    "argmax",
+    "argmin",
+    "any",
+    "all",
+    "norm",
+    "linalg_vector_norm",
+    "cumsum",
+)
+
+
+@dataclass
+class _Value:
+    """What a consumer of an fx node reads: per output, the tensors it must depend on."""
+
+    outputs: list[list[int]] = field(default_factory=list)
+
+
+def import_module(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    *,
+    name: str | None = None,
+    device: str | DeviceSpec = DEFAULT_DEVICE,
+    method: Literal["export", "fx"] = "export",
+    strict: bool = False,
+) -> Graph:
+    """The inference graph of `module` on `example_inputs`, costed for `device`.
+
+    Args:
+        module: the model; put in eval mode (and left so).
+        example_inputs: positional tensors with the static shapes to import at.
+        name: graph name (default: the module's class name).
+        device: roofline device spec name or object for the runtimes.
+        method: "export" (torch.export + core ATen) or "fx" (symbolic_trace + ShapeProp).
+        strict: torch.export's strict mode (TorchDynamo tracing) instead of non-strict.
+
+    Raises:
+        ModelImportError: the exporter's reason in one line, with a hint.
+    """
+    module.eval()
+    inputs = tuple(example_inputs)
+    name = name or type(module).__name__
+    if method == "fx":
+        builder = _trace_fx(module, inputs, name)
+    elif method == "export":
+        try:
+            with torch.no_grad():
+                program = torch.export.export(module, inputs, strict=strict).run_decompositions()
+        except Exception as error:  # the exporter raises many unrelated types
+            raise ModelImportError(
+                f"torch.export failed for {name}: {_first_line(error)} "
+                f"(hint: try {'strict=False' if strict else 'method=fx'})"
+            ) from None
+        kinds = {
+            spec.arg.name: (spec.kind.name.lower(), spec.target)
+            for spec in program.graph_signature.input_specs
+            if hasattr(spec.arg, "name")
+        }
+        builder = _convert(program.graph, kinds, name, {"source": "torch.export"})
+    else:
+        raise ModelImportError(f"unknown import method '{method}' (known: export, fx)")
+    return annotate_runtimes(builder.build(), device)
+
+
+def import_training_step(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    *,
+    loss: Loss | None = None,
+    learning_rate: float = 1e-3,
+    name: str | None = None,
+    device: str | DeviceSpec = DEFAULT_DEVICE,
+) -> Graph:
+    """The graph of one training step: forward, loss, backward and an SGD update of every parameter.
+
+    Args:
+        module: the model; traced in train mode (restored to eval afterwards).
+        example_inputs: positional tensors with static shapes.
+        loss: scalar loss from (output, inputs); default the mean of the (first) output.
+        learning_rate: step size of the update `p - lr * grad` (no optimizer state).
+        name: graph name (default: "<class name>-train").
+        device: roofline device spec for the runtimes.
+
+    Raises:
+        ModelImportError: the tracer's reason in one line.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    inputs = tuple(example_inputs)
+    name = name or f"{type(module).__name__}-train"
+    loss = loss or _mean_of_output
+    params = dict(module.named_parameters())
+    buffers = dict(module.named_buffers())
+    trainable = [key for key, value in params.items() if value.requires_grad]
+
+    def step(
+        params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], *inputs: torch.Tensor
+    ) -> tuple[torch.Tensor, ...]:
+        output = torch.func.functional_call(module, (params, buffers), inputs)
+        value = loss(output, inputs)
+        grads = torch.autograd.grad(value, [params[key] for key in trainable])
+        updated = [params[key] - learning_rate * g for key, g in zip(trainable, grads, strict=True)]
+        return (value, *updated)
+
+    module.train()
+    try:
+        traced = make_fx(
+            step,
+            decomposition_table=torch.export.default_decompositions(),
+            tracing_mode="fake",
+        )(params, buffers, *inputs)
+    except Exception as error:  # the tracer raises many unrelated types
+        raise ModelImportError(
+            f"tracing the training step of {name} failed: {_first_line(error)} "
+            "(hint: import the inference graph, or simplify the loss)"
+        ) from None
+    finally:
+        module.eval()
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    labels = (
+        [("parameter", key) for key in params]
+        + [("buffer", key) for key in buffers]
+        + [("user_input", f"input_{i}") for i in range(len(inputs))]
+    )
+    kinds = {node.name: label for node, label in zip(placeholders, labels, strict=True)}
+    builder = _convert(traced.graph, kinds, name, {"source": "make_fx", "training": True})
+    return annotate_runtimes(builder.build(), device)
+
+
+def _mean_of_output(output: Any, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    first = output[0] if isinstance(output, list | tuple) else output
+    return first.float().mean()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def _convert(
+    graph: FxGraph, kinds: dict[str, tuple[str, str | None]], name: str, attrs: dict[str, Any]
+) -> GraphBuilder:
+    """Walks an ATen-level fx graph once and builds ops, tensors and edges."""
+    builder = GraphBuilder(name, attrs)
+    values: dict[Node, _Value] = {}
+    for node in graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            kind, target = kinds.get(node.name, ("constant", None))
+            values[node] = _source(builder, node, kind, target or node.name)
+        elif node.op == "call_function":
+            target = node.target
+            if target is operator.getitem:
+                values[node] = _Value([values[node.args[0]].outputs[node.args[1]]])
+            elif any(part in str(target) for part in _DROPPED):
+                continue
+            else:
+                values[node] = _call(builder, node, values)
+        elif node.op != "output":
+            raise ModelImportError(f"op '{node.name}': unsupported fx node kind '{node.op}'")
+    return builder
+
+
+def _source(builder: GraphBuilder, node: Node, kind: str, label: str) -> _Value:
+    value = _fake_value(node)
+    if not isinstance(value, torch.Tensor):
+        raise ModelImportError(
+            f"input '{label}': only tensor inputs can be imported, got {type(value).__name__}"
+        )
+    op = builder.add_op(label, kind=kind)
+    tensor = builder.add_tensor(
+        f"{builder.op_names[op]}:0", _nbytes(value, label), op, persistent=True, **_meta(value)
+    )
+    return _Value([[tensor]])
+
+
+def _call(builder: GraphBuilder, node: Node, values: dict[Node, _Value]) -> _Value:
+    """One call node: a view is merged into its input; anything else becomes an op."""
+    result = _fake_value(node)
+    inputs = [values[n] for n in node.all_input_nodes if n in values]
+    aliased = _aliased_argument(node)
+    if aliased is not None and not aliased[1]:
+        source = values[aliased[0]].outputs[0] if aliased[0] in values else []
+        count = len(result) if isinstance(result, list | tuple) else 1
+        return _Value([list(source) for _ in range(count)])
+
+    results = list(result) if isinstance(result, list | tuple) else [result]
+    for item in results:
+        if item is not None and not isinstance(item, torch.Tensor):
+            raise ModelImportError(
+                f"op '{node.name}' ({node.target}): returns {type(item).__name__}, not a tensor; "
+                "dynamic shapes and data-dependent ops are not supported"
+            )
+    sizes = [
+        _nbytes(item, f"{node.name}:{index}") if item is not None else 0
+        for index, item in enumerate(results)
+    ]
+    op = builder.add_op(node.name, **_op_attrs(node, results))
+    for value in inputs:
+        for tensors in value.outputs:
+            for tensor in tensors:
+                builder.add_consumer(tensor, op)
+    if aliased is not None:  # in place: readers use the input, after this op has written it
+        done = builder.add_tensor(f"{builder.op_names[op]}:done", 0, op)
+        base = values[aliased[0]].outputs[0] if aliased[0] in values else []
+        return _Value([[*base, done]])
+    outputs = []
+    for index, item in enumerate(results):
+        if item is None:
+            outputs.append([])
+            continue
+        label = f"{builder.op_names[op]}:{index}"
+        outputs.append([builder.add_tensor(label, sizes[index], op, **_meta(item))])
+    return _Value(outputs)
+
+
+def _aliased_argument(node: Node) -> tuple[Node, bool] | None:
+    """(input node, written in place) when the op's schema returns an alias of an input."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.returns or schema.returns[0].alias_info is None:
+        return None
+    write = schema.returns[0].alias_info.is_write
+    for position, argument in enumerate(schema.arguments):
+        if argument.alias_info is None or argument.alias_info.is_write != write:
+            continue
+        value = node.args[position] if position < len(node.args) else node.kwargs.get(argument.name)
+        if isinstance(value, Node):
+            return value, write
+    return None
+
+
+def _fake_value(node: Node) -> Any:
+    if "val" not in node.meta:
+        raise ModelImportError(f"op '{node.name}': the exporter recorded no shape for it")
+    return node.meta["val"]
+
+
+def _nbytes(value: torch.Tensor, label: str) -> int:
+    if any(isinstance(dim, torch.SymInt) for dim in value.shape):
+        raise ModelImportError(
+            f"tensor '{label}': shape {tuple(value.shape)} is dynamic or data-dependent; "
+            "import with static shapes and without data-dependent ops"
+        )
+    return math.prod(int(dim) for dim in value.shape) * value.dtype.itemsize
+
+
+def _meta(value: torch.Tensor) -> dict[str, Any]:
+    return {"shape": [int(d) for d in value.shape], "dtype": _dtype_name(value.dtype)}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _fake_arguments(node: Node) -> tuple[Any, Any]:
+    return torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+
+
+def _op_attrs(node: Node, results: list[Any]) -> dict[str, Any]:
+    """Type, module path, dtype, FLOPs and bytes accessed of one call node."""
+    outputs = [r for r in results if isinstance(r, torch.Tensor)]
+    inputs = [
+        n.meta["val"] for n in node.all_input_nodes if isinstance(n.meta.get("val"), torch.Tensor)
+    ]
+    packet = getattr(node.target, "overloadpacket", None)
+    op_type = (
+        str(packet._qualified_op_name).replace("::", ".")
+        if packet is not None
+        else getattr(node.target, "__name__", str(node.target))
+    )
+    out = results[0] if len(results) == 1 else tuple(results)
+    stack = node.meta.get("nn_module_stack")
+    module = list(stack.values())[-1][0] if stack else None
+    bytes_accessed = sum(t.numel() * t.dtype.itemsize for t in [*inputs, *outputs])
+    return {
+        "type": op_type,
+        "module": module,
+        "dtype": _dtype_name(outputs[0].dtype) if outputs else None,
+        "flops": float(_flops(node.target, *_fake_arguments(node), out)),
+        "bytes_accessed": float(bytes_accessed),
+    }
+
+
+def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
+    """The FLOP formula of torch for an ATen op where it has one; otherwise the fallback rules."""
+    packet = getattr(func, "overloadpacket", None)
+    if packet is not None and packet in flop_registry:
+        return int(flop_registry[packet](*args, **kwargs, out_val=out))
+    outputs = list(out) if isinstance(out, list | tuple) else [out]
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    short = getattr(packet, "__name__", "").split(".")[-1]
+    if torch.Tag.pointwise in getattr(func, "tags", ()):
+        return sum(t.numel() for t in outputs if isinstance(t, torch.Tensor))
+    if first is not None and short in _SOFTMAX_AND_NORMS:
+        return 5 * first.numel()
+    if first is not None and short in _REDUCTIONS:
+        return first.numel()
+    return 0
+
+
+class _FlopCounter(TorchDispatchMode):
+    """Sums `_flops` over the ATen ops one traced fx call dispatches to (fx fallback)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.total += _flops(func, args, kwargs, out)
+        return out
+
+
+def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: str) -> GraphBuilder:
+    """Fallback: symbolic_trace + ShapeProp on fake tensors, one op per traced call."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    try:
+        traced = torch.fx.symbolic_trace(module)
+    except Exception as error:  # symbolic tracing raises many unrelated types
+        raise ModelImportError(
+            f"torch.fx.symbolic_trace failed for {name}: {_first_line(error)} "
+            "(hint: try method=export)"
+        ) from None
+    flops: dict[Node, int] = {}
+
+    class CountingShapeProp(ShapeProp):
+        """ShapeProp that also counts each node's FLOPs by the rules of `_flops`."""
+
+        def run_node(self, n: Node) -> Any:
+            with _FlopCounter() as counter:
+                result = super().run_node(n)
+            flops[n] = counter.total
+            n.meta["val"] = result
+            return result
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    try:
+        with torch.no_grad():
+            CountingShapeProp(traced, fake_mode=mode).propagate(*inputs)
+    except Exception as error:  # shape propagation runs arbitrary module code
+        raise ModelImportError(
+            f"shape propagation failed for {name}: {_first_line(error)}"
+        ) from None
+
+    builder = GraphBuilder(name, {"source": "torch.fx"})
+    values: dict[Node, _Value] = {}
+    owned = dict(traced.named_parameters()) | dict(traced.named_buffers())
+    parameters: dict[str, _Value] = {}
+    for node in traced.graph.nodes:
+        if node.op == "placeholder":
+            values[node] = _source(builder, node, "user_input", node.name)
+        elif node.op == "get_attr":
+            values[node] = _source(builder, node, "parameter", str(node.target))
+        elif node.op in ("call_module", "call_function", "call_method"):
+            if node.target is operator.getitem and node.args[0] in values:
+                source = values[node.args[0]].outputs
+                values[node] = _Value([source[node.args[1]] if len(source) > 1 else source[0]])
+                continue
+            result = node.meta["val"]
+            results = list(result) if isinstance(result, list | tuple) else [result]
+            inputs_ = [values[n] for n in node.all_input_nodes if n in values]
+            if node.op == "call_module":
+                prefix = f"{node.target}."
+                for key, tensor in owned.items():
+                    if key.startswith(prefix) and "." not in key[len(prefix) :]:
+                        if key not in parameters:
+                            parameters[key] = _fx_parameter(builder, key, tensor)
+                        inputs_.append(parameters[key])
+            shared = _shares_storage(results, node)
+            if shared is not None and flops[node] == 0:
+                values[node] = _Value([list(values[shared].outputs[0]) for _ in results])
+                continue
+            op_type = str(node.target) if node.op != "call_function" else node.target.__name__
+            outputs = [r for r in results if isinstance(r, torch.Tensor)]
+            reads = [t.numel() * t.dtype.itemsize for t in outputs]
+            op = builder.add_op(
+                node.name,
+                type=op_type,
+                module=str(node.target) if node.op == "call_module" else None,
+                dtype=_dtype_name(outputs[0].dtype) if outputs else None,
+                flops=float(flops[node]),
+                bytes_accessed=float(sum(reads) + _input_bytes(node)),
+            )
+            for value in inputs_:
+                for tensors in value.outputs:
+                    for tensor in tensors:
+                        builder.add_consumer(tensor, op)
+            values[node] = _Value(
+                [
+                    [builder.add_tensor(f"{builder.op_names[op]}:{i}", _nbytes(r, node.name), op)]
+                    if isinstance(r, torch.Tensor)
+                    else []
+                    for i, r in enumerate(results)
+                ]
+            )
+    return builder
+
+
+def _fx_parameter(builder: GraphBuilder, key: str, tensor: torch.Tensor) -> _Value:
+    op = builder.add_op(key, kind="parameter")
+    label = f"{builder.op_names[op]}:0"
+    index = builder.add_tensor(label, _nbytes(tensor, label), op, persistent=True, **_meta(tensor))
+    return _Value([[index]])
+
+
+def _input_bytes(node: Node) -> int:
+    return sum(
+        n.meta["val"].numel() * n.meta["val"].dtype.itemsize
+        for n in node.all_input_nodes
+        if isinstance(n.meta.get("val"), torch.Tensor)
+    )
+
+
+def _shares_storage(results: list[Any], node: Node) -> Node | None:
+    """The input node whose storage the (first) result views, if any (fx fallback's views)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    first = results[0] if results else None
+    if not isinstance(first, torch.Tensor):
+        return None
+    storage = StorageWeakRef(first.untyped_storage())
+    for n in node.all_input_nodes:
+        value = n.meta.get("val")
+        if isinstance(value, torch.Tensor) and StorageWeakRef(value.untyped_storage()) == storage:
+            return n
+    return None
