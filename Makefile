@@ -20,6 +20,8 @@ demo: $(STAMP)
 	$(BIN)/graphopt optimize $(DEMO)/graph.json --devices 2 -o $(DEMO)/solution.json
 	$(BIN)/graphopt score $(DEMO)/graph.json $(DEMO)/solution.json
 	$(BIN)/python examples/compare_solvers.py $(DEMO)/graph.json --devices 2
+	$(BIN)/graphopt zoo export resnet18 --train -o $(DEMO)/resnet18-train.json
+	$(BIN)/graphopt optimize $(DEMO)/resnet18-train.json --devices 2 -o $(DEMO)/resnet18-solution.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -32,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_scorer.py
 	$(BIN)/python benchmarks/bench_io.py
 	$(BIN)/python benchmarks/bench_brkga.py
+	$(BIN)/python benchmarks/bench_import.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

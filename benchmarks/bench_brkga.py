@@ -143,7 +143,7 @@ def main() -> None:
             f"{r['pymoo_vectorized_seconds'] / r['brkga_seconds']:.1f}x / "
             f"{r['pymoo_elementwise_seconds'] / r['brkga_seconds']:.1f}x",
         )
-    Console().print(table)
+    Console(width=160).print(table)
     if args.json:
         with open(args.json, "w") as file:
             json.dump(rows, file, indent=1)

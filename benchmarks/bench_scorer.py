@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
 
-    console = Console()
+    console = Console(width=160)
     rows = []
     for n_ops in args.sizes:
         with console.status(f"benchmarking {n_ops:,} ops"):

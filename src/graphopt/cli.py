@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.roofline import DEFAULT_DEVICE
 from graphopt.costmodels.score import Scorer
 from graphopt.errors import GraphoptError, MachineError
 from graphopt.ir.graph import Graph
@@ -38,6 +39,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on stdout instead of tables.")
+]
+GraphOutput = Annotated[
+    Path, typer.Option("--output", "-o", help="Graph file to write (.json or .npz).")
+]
+DeviceOption = Annotated[
+    str, typer.Option(help="Roofline device for op runtimes: v100, a100, h100 or cpu.")
 ]
 
 
@@ -96,9 +103,7 @@ def generate(
     family: Annotated[
         str, typer.Argument(help="erdos_renyi, layered, sbm, watts_strogatz or barabasi_albert.")
     ],
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Graph file to write (.json or .npz).")
-    ],
+    output: GraphOutput,
     n: Annotated[int, typer.Option("-n", help="Number of ops.")] = 50,
     seed: Annotated[int, typer.Option(help="Random seed; the same seed gives the same graph.")] = 0,
     param: Annotated[
@@ -190,12 +195,8 @@ def import_(
             "Python factory package.module:function returning (nn.Module, example inputs)."
         ),
     ],
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Graph file to write (.json or .npz).")
-    ],
-    device: Annotated[
-        str, typer.Option(help="Roofline device for op runtimes: v100, a100, h100 or cpu.")
-    ] = "a100",
+    output: GraphOutput,
+    device: DeviceOption = DEFAULT_DEVICE,
     profile: Annotated[
         Path | None,
         typer.Option(help="Measured runtimes (CSV op,seconds or JSON) overriding the estimates."),
@@ -270,15 +271,11 @@ def zoo_list(as_json: JsonFlag = False) -> None:
 @_user_errors
 def zoo_export(
     name: Annotated[str, typer.Argument(help="Zoo model name (see `graphopt zoo list`).")],
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Graph file to write (.json or .npz).")
-    ],
+    output: GraphOutput,
     train: Annotated[
         bool, typer.Option("--train", help="The training step instead of inference.")
     ] = False,
-    device: Annotated[
-        str, typer.Option(help="Roofline device for op runtimes: v100, a100, h100 or cpu.")
-    ] = "a100",
+    device: DeviceOption = DEFAULT_DEVICE,
     as_json: JsonFlag = False,
 ) -> None:
     """Export a zoo model's inference or training-step graph with per-op costs."""

@@ -83,3 +83,41 @@ def test_errors_are_one_line(tmp_path):
     profile.write_text(json.dumps({"matmul": -1}))
     result = invoke("import", FIXTURE, "-o", out, "--profile", profile)
     assert result.exit_code == 2 and "op 'matmul': runtime must be a finite number" in result.output
+
+
+def test_zoo_list_and_export(tmp_path):
+    result = invoke("zoo", "list", "--json")
+    assert result.exit_code == 0, result.output
+    names = {m["name"] for m in json.loads(result.stdout)["models"]}
+    assert {"resnet18", "gpt2", "lstm-lm-unrolled-512", "vit-tiny"} <= names
+    out = tmp_path / "g.npz"
+    result = invoke("zoo", "export", "resnet-tiny", "--train", "-o", out, "--device", "v100")
+    assert result.exit_code == 0, result.output
+    graph = read_graph(out)
+    assert graph.name == "resnet-tiny-train" and graph.attrs["runtime_source"] == "roofline:v100"
+    result = invoke("zoo", "export", "resnet-9000", "-o", out)
+    assert result.exit_code == 2 and "unknown zoo model 'resnet-9000' (known: " in result.output
+
+
+def test_dataset_build_and_refusal_to_overwrite(tmp_path):
+    config = tmp_path / "tiny.json"
+    config.write_text(
+        json.dumps(
+            {
+                "copies": 1,
+                "synthetic": [{"family": "layered", "sizes": [20, 30], "count": 5}],
+                "zoo": [{"name": "gpt2-tiny", "training": False}],
+            }
+        )
+    )
+    out = tmp_path / "data"
+    result = invoke("dataset", "build", config, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["topologies"] == 11 and summary["graphs"] == 22
+    assert sum(summary["splits"].values()) == 22
+    assert {p.name for p in out.iterdir()} >= {"manifest.json", "README.md", "train.npz"}
+    result = invoke("dataset", "build", config, "-o", out)
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    result = invoke("dataset", "build", tmp_path / "missing.json", "-o", tmp_path / "x")
+    assert result.exit_code == 2

@@ -139,6 +139,10 @@ def test_training_step_has_backward_and_update_and_scores():
     assert {"aten.convolution", "aten.convolution_backward", "aten.sub"} <= types
     assert graph.n_ops > 2 * inference.n_ops
     assert graph.attrs["training"] is True
+    forward_modules = {
+        a.get("module") for a in graph.op_attrs if a.get("type") == "aten.convolution"
+    }
+    assert forward_modules == {"conv1", "conv2"}
     # BatchNorm's running-stat counter is updated in place: an op with a zero-size ordering edge.
     assert any(name.endswith(":done") for name in graph.tensor_names)
     assert single_device_peak(graph) <= graph.total_tensor_size

@@ -30,15 +30,17 @@ Modules that `torch.export` rejects can use `method="fx"`: `torch.fx.symbolic_tr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
 from torch.fx import Graph as FxGraph
 from torch.fx import Node
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
@@ -161,8 +163,6 @@ def import_training_step(
     Raises:
         ModelImportError: the tracer's reason in one line.
     """
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     inputs = tuple(example_inputs)
     name = name or f"{type(module).__name__}-train"
     loss = loss or _mean_of_output
@@ -180,12 +180,14 @@ def import_training_step(
         return (value, *updated)
 
     module.train()
+    spans: list[tuple[int, str | None]] = []
     try:
-        traced = make_fx(
-            step,
-            decomposition_table=torch.export.default_decompositions(),
-            tracing_mode="fake",
-        )(params, buffers, *inputs)
+        with _recording_module_spans(module, spans):
+            traced = make_fx(
+                step,
+                decomposition_table=torch.export.default_decompositions(),
+                tracing_mode="fake",
+            )(params, buffers, *inputs)
     except Exception as error:  # the tracer raises many unrelated types
         raise ModelImportError(
             f"tracing the training step of {name} failed: {_first_line(error)} "
@@ -200,8 +202,60 @@ def import_training_step(
         + [("user_input", f"input_{i}") for i in range(len(inputs))]
     )
     kinds = {node.name: label for node, label in zip(placeholders, labels, strict=True)}
+    _attach_module_paths(traced.graph, spans)
     builder = _convert(traced.graph, kinds, name, {"source": "make_fx", "training": True})
     return annotate_runtimes(builder.build(), device)
+
+
+@contextlib.contextmanager
+def _recording_module_spans(
+    module: torch.nn.Module, spans: list[tuple[int, str | None]]
+) -> Iterator[None]:
+    """Records (graph size, submodule path entered / None on exit) while make_fx traces.
+
+    make_fx keeps no `nn_module_stack` when parameters come through `functional_call`, so
+    forward hooks note how many nodes the tracer's graph had when each submodule started and
+    finished: the forward ops created in between belong to it.
+    """
+
+    def size() -> int | None:
+        mode = get_proxy_mode()
+        return None if mode is None else len(mode.tracer.graph.nodes)
+
+    def enter(path: str) -> Callable[..., None]:
+        def hook(*_: Any) -> None:
+            if (count := size()) is not None:
+                spans.append((count, path))
+
+        return hook
+
+    def leave(*_: Any) -> None:
+        if (count := size()) is not None:
+            spans.append((count, None))
+
+    handles = []
+    for path, submodule in module.named_modules():
+        if path:
+            handles.append(submodule.register_forward_pre_hook(enter(path)))
+            handles.append(submodule.register_forward_hook(leave))
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _attach_module_paths(graph: FxGraph, spans: list[tuple[int, str | None]]) -> None:
+    """Sets each forward node's innermost module path from the recorded spans, as export does."""
+    nodes = list(graph.nodes)
+    stack: list[str] = []
+    for (start, path), (end, _) in zip(spans, [*spans[1:], (len(nodes), None)], strict=True):
+        if path is None:
+            stack.pop()
+        else:
+            stack.append(path)
+        for node in nodes[start:end] if stack else ():
+            node.meta["nn_module_stack"] = {stack[-1]: (stack[-1], "")}
 
 
 def _mean_of_output(output: Any, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
