@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 import operator
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -123,7 +124,7 @@ def import_module(
         builder = _trace_fx(module, inputs, name)
     elif method == "export":
         try:
-            with torch.no_grad():
+            with torch.no_grad(), _quiet_torch():
                 program = torch.export.export(module, inputs, strict=strict).run_decompositions()
         except Exception as error:  # the exporter raises many unrelated types
             raise ModelImportError(
@@ -182,7 +183,7 @@ def import_training_step(
     module.train()
     spans: list[tuple[int, str | None]] = []
     try:
-        with _recording_module_spans(module, spans):
+        with _recording_module_spans(module, spans), _quiet_torch():
             traced = make_fx(
                 step,
                 decomposition_table=torch.export.default_decompositions(),
@@ -205,6 +206,14 @@ def import_training_step(
     _attach_module_paths(traced.graph, spans)
     builder = _convert(traced.graph, kinds, name, {"source": "make_fx", "training": True})
     return annotate_runtimes(builder.build(), device)
+
+
+@contextlib.contextmanager
+def _quiet_torch() -> Iterator[None]:
+    """Hides a deprecation notice about torch's own pytree internals (nothing users can act on)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        yield
 
 
 @contextlib.contextmanager
