@@ -95,6 +95,14 @@ class _Value:
     outputs: list[list[int]] = field(default_factory=list)
 
 
+def _add_reads(builder: GraphBuilder, op: int, inputs: list[_Value]) -> None:
+    """Makes `op` a consumer of every tensor its input values stand for."""
+    for value in inputs:
+        for tensors in value.outputs:
+            for tensor in tensors:
+                builder.add_consumer(tensor, op)
+
+
 def import_module(
     module: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
@@ -306,11 +314,15 @@ def _source(builder: GraphBuilder, node: Node, kind: str, label: str) -> _Value:
         raise ModelImportError(
             f"input '{label}': only tensor inputs can be imported, got {type(value).__name__}"
         )
+    return _source_op(builder, label, kind, value)
+
+
+def _source_op(builder: GraphBuilder, label: str, kind: str, value: torch.Tensor) -> _Value:
+    """A source op (parameter, buffer, input) producing one persistent tensor."""
     op = builder.add_op(label, kind=kind)
-    tensor = builder.add_tensor(
-        f"{builder.op_names[op]}:0", _nbytes(value, label), op, persistent=True, **_meta(value)
-    )
-    return _Value([[tensor]])
+    tensor_label = f"{builder.op_names[op]}:0"
+    size = _nbytes(value, tensor_label)
+    return _Value([[builder.add_tensor(tensor_label, size, op, persistent=True, **_meta(value))]])
 
 
 def _call(builder: GraphBuilder, node: Node, values: dict[Node, _Value]) -> _Value:
@@ -318,10 +330,10 @@ def _call(builder: GraphBuilder, node: Node, values: dict[Node, _Value]) -> _Val
     result = _fake_value(node)
     inputs = [values[n] for n in node.all_input_nodes if n in values]
     aliased = _aliased_argument(node)
+    base = values[aliased[0]].outputs[0] if aliased is not None and aliased[0] in values else []
     if aliased is not None and not aliased[1]:
-        source = values[aliased[0]].outputs[0] if aliased[0] in values else []
         count = len(result) if isinstance(result, list | tuple) else 1
-        return _Value([list(source) for _ in range(count)])
+        return _Value([list(base) for _ in range(count)])
 
     results = list(result) if isinstance(result, list | tuple) else [result]
     for item in results:
@@ -335,13 +347,9 @@ def _call(builder: GraphBuilder, node: Node, values: dict[Node, _Value]) -> _Val
         for index, item in enumerate(results)
     ]
     op = builder.add_op(node.name, **_op_attrs(node, results))
-    for value in inputs:
-        for tensors in value.outputs:
-            for tensor in tensors:
-                builder.add_consumer(tensor, op)
+    _add_reads(builder, op, inputs)
     if aliased is not None:  # in place: readers use the input, after this op has written it
         done = builder.add_tensor(f"{builder.op_names[op]}:done", 0, op)
-        base = values[aliased[0]].outputs[0] if aliased[0] in values else []
         return _Value([[*base, done]])
     outputs = []
     for index, item in enumerate(results):
@@ -398,9 +406,6 @@ def _fake_arguments(node: Node) -> tuple[Any, Any]:
 def _op_attrs(node: Node, results: list[Any]) -> dict[str, Any]:
     """Type, module path, dtype, FLOPs and bytes accessed of one call node."""
     outputs = [r for r in results if isinstance(r, torch.Tensor)]
-    inputs = [
-        n.meta["val"] for n in node.all_input_nodes if isinstance(n.meta.get("val"), torch.Tensor)
-    ]
     packet = getattr(node.target, "overloadpacket", None)
     op_type = (
         str(packet._qualified_op_name).replace("::", ".")
@@ -410,13 +415,12 @@ def _op_attrs(node: Node, results: list[Any]) -> dict[str, Any]:
     out = results[0] if len(results) == 1 else tuple(results)
     stack = node.meta.get("nn_module_stack")
     module = list(stack.values())[-1][0] if stack else None
-    bytes_accessed = sum(t.numel() * t.dtype.itemsize for t in [*inputs, *outputs])
     return {
         "type": op_type,
         "module": module,
         "dtype": _dtype_name(outputs[0].dtype) if outputs else None,
         "flops": float(_flops(node.target, *_fake_arguments(node), out)),
-        "bytes_accessed": float(bytes_accessed),
+        "bytes_accessed": float(_bytes_accessed(node, outputs)),
     }
 
 
@@ -506,7 +510,7 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
                 for key, tensor in owned.items():
                     if key.startswith(prefix) and "." not in key[len(prefix) :]:
                         if key not in parameters:
-                            parameters[key] = _fx_parameter(builder, key, tensor)
+                            parameters[key] = _source_op(builder, key, "parameter", tensor)
                         inputs_.append(parameters[key])
             shared = _shares_storage(results, node)
             if shared is not None and flops[node] == 0:
@@ -514,19 +518,15 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
                 continue
             op_type = str(node.target) if node.op != "call_function" else node.target.__name__
             outputs = [r for r in results if isinstance(r, torch.Tensor)]
-            reads = [t.numel() * t.dtype.itemsize for t in outputs]
             op = builder.add_op(
                 node.name,
                 type=op_type,
                 module=str(node.target) if node.op == "call_module" else None,
                 dtype=_dtype_name(outputs[0].dtype) if outputs else None,
                 flops=float(flops[node]),
-                bytes_accessed=float(sum(reads) + _input_bytes(node)),
+                bytes_accessed=float(_bytes_accessed(node, outputs)),
             )
-            for value in inputs_:
-                for tensors in value.outputs:
-                    for tensor in tensors:
-                        builder.add_consumer(tensor, op)
+            _add_reads(builder, op, inputs_)
             values[node] = _Value(
                 [
                     [builder.add_tensor(f"{builder.op_names[op]}:{i}", _nbytes(r, node.name), op)]
@@ -538,19 +538,11 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
     return builder
 
 
-def _fx_parameter(builder: GraphBuilder, key: str, tensor: torch.Tensor) -> _Value:
-    op = builder.add_op(key, kind="parameter")
-    label = f"{builder.op_names[op]}:0"
-    index = builder.add_tensor(label, _nbytes(tensor, label), op, persistent=True, **_meta(tensor))
-    return _Value([[index]])
-
-
-def _input_bytes(node: Node) -> int:
-    return sum(
-        n.meta["val"].numel() * n.meta["val"].dtype.itemsize
-        for n in node.all_input_nodes
-        if isinstance(n.meta.get("val"), torch.Tensor)
-    )
+def _bytes_accessed(node: Node, outputs: list[torch.Tensor]) -> int:
+    """Bytes of the node's distinct tensor inputs plus its outputs."""
+    inputs = [n.meta.get("val") for n in node.all_input_nodes]
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)] + outputs
+    return sum(t.numel() * t.dtype.itemsize for t in tensors)
 
 
 def _shares_storage(results: list[Any], node: Node) -> Node | None:
