@@ -1,4 +1,4 @@
-"""The `graphopt` command line: generate, import, zoo, dataset, info, score, optimize, bench.
+"""The `graphopt` command line: generate, import, zoo, dataset, info, score, optimize, train, bench.
 
 Every command that prints results also takes `--json` and then prints exactly one JSON object on
 stdout. Invalid input ends with one line on stderr naming the item and the rule, and exit
@@ -245,8 +245,12 @@ zoo_app = typer.Typer(help="Built-in model zoo: list and export real graphs.", n
 dataset_app = typer.Typer(
     help="Build and inspect training datasets of graphs.", no_args_is_help=True
 )
+train_app = typer.Typer(
+    help="Train learned optimizers (checkpoints resume exactly).", no_args_is_help=True
+)
 app.add_typer(zoo_app, name="zoo")
 app.add_typer(dataset_app, name="dataset")
+app.add_typer(train_app, name="train")
 
 
 @zoo_app.command("list")
@@ -322,6 +326,67 @@ def dataset_build(
         )
     console.print(table)
     console.print(f"wrote {output} (manifest.json, README.md)")
+
+
+@train_app.command("regal")
+@_user_errors
+def train_regal(
+    config: Annotated[
+        str,
+        typer.Argument(
+            help="Training config JSON, or a shipped config name (regal-peak-memory, ...)."
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Run directory (checkpoints, log.csv).")
+    ],
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in OUTPUT from last.pt.")
+    ] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(help="Run rollouts on the Ray cluster at this address ('local': in-process)."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(help="Rollout workers (0: in this process) (default: the config's)."),
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(help="Gradient steps (default: the config's).")
+    ] = None,
+) -> None:
+    """Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy."""
+    import dataclasses
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from graphopt.learning.train_regal import TrainConfig, train
+
+    settings = TrainConfig.load(config)
+    overrides = {k: v for k, v in (("workers", workers), ("steps", steps)) if v is not None}
+    settings = dataclasses.replace(settings, **overrides)
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+    ]
+    with Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True)) as bar:
+        task = bar.add_task(f"train {settings.name}", total=settings.steps, info="preparing")
+        validation = [""]
+
+        def progress(row: dict[str, float]) -> None:
+            if "validation_reward" in row:
+                validation[0] = f", validation {row['validation_improvement_pct']:+.2f}%"
+            reward = f"reward {row['reward']:.4f}" if "reward" in row else "validated"
+            info = f"{reward}{validation[0]}"
+            bar.update(task, completed=row["step"], info=info)
+
+        state = train(settings, output, resume=resume, ray_address=ray, progress=progress)
+    typer.echo(
+        f"trained {state.step} steps in {state.seconds:.0f} s; best validation reward "
+        f"{state.best_validation:.4f} ({100 * (1 + state.best_validation):+.2f}% vs uniform "
+        f"BRKGA) at step {state.best_step}; policy: {output / 'best.pt'}"
+    )
 
 
 @app.command()
@@ -446,6 +511,10 @@ def optimize(
     ] = None,
     mode: Annotated[str, typer.Option(help="Transfer mode: sync or async.")] = "sync",
     solver: Annotated[str, typer.Option(help="Solver name (see `graphopt solvers`).")] = "auto",
+    policy: Annotated[
+        str | None,
+        typer.Option(help="Policy checkpoint for regal, gas or idrs (default: the shipped one)."),
+    ] = None,
     budget: Annotated[
         int | None, typer.Option(help="Evaluations [default: 5000 unless --time is given].")
     ] = None,
@@ -493,7 +562,17 @@ def optimize(
 
         try:
             result = run_optimize(
-                graph, machine, objective, solver, budget, time_limit, seed, pins, (), progress
+                graph,
+                machine,
+                objective,
+                solver,
+                budget,
+                time_limit,
+                seed,
+                pins,
+                (),
+                progress,
+                policy,
             )
         except KeyboardInterrupt:
             typer.echo("error: interrupted before any solution was found", err=True)
@@ -553,11 +632,25 @@ def optimize(
         raise typer.Exit(3)
 
 
+def _parse_budgets(text: str) -> list[int]:
+    """`--budgets 1000,2000,5000` as evaluation limits."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise GraphoptError(
+            f"--budgets must be comma-separated positive evaluation counts, got '{text}'"
+        )
+    return [int(part) for part in parts]
+
+
 @app.command()
 @_user_errors
 def bench(
     suite: Annotated[
-        str, typer.Argument(help="Suite name (tiny-20, small-100, ...) or a folder of graphs.")
+        str,
+        typer.Argument(
+            help="Suite name (tiny-20, small-100, zoo-held-out, ...), dataset:DIR:SPLIT[:N] "
+            "(N graphs of a built dataset's split) or a folder of graphs."
+        ),
     ],
     solvers: Annotated[
         str, typer.Option(help="Comma-separated solver names; brkga is always included.")
@@ -566,32 +659,67 @@ def bench(
     devices: Annotated[int, typer.Option(help="Number of devices.")] = 2,
     capacity: Annotated[str | None, typer.Option(help="Memory per device, e.g. 16GiB.")] = None,
     budget: Annotated[int, typer.Option(help="Evaluations per solver run.")] = 5000,
+    budgets: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated evaluation limits, e.g. 1000,2000,5000,10000,20000,50000: "
+            "every solver but cp-sat also runs at each, for the budget curve (paper 001 fig. 5)."
+        ),
+    ] = None,
+    histogram: Annotated[
+        str | None,
+        typer.Option(
+            help="Solver whose per-graph improvement over brkga the histogram shows (paper 001 "
+            "fig. 4), added to --solvers if missing; default: every solver but brkga."
+        ),
+    ] = None,
     seeds: Annotated[int, typer.Option(help="Seeds per graph and solver.")] = 1,
     exact_time: Annotated[
         float, typer.Option("--exact-time", help="CP-SAT seconds per graph.")
     ] = 10.0,
+    exact_max_ops: Annotated[
+        int | None,
+        typer.Option(
+            "--exact-max-ops",
+            help="Run cp-sat only on graphs of at most this many ops; the others' best known "
+            "value comes from the other solvers. Default: no limit.",
+        ),
+    ] = None,
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="Folder for the reports.")
     ] = Path("out/bench"),
     as_json: JsonFlag = False,
 ) -> None:
-    """Compare solvers on a suite with the papers' metrics; write markdown, CSV and a plot."""
+    """Compare solvers on a suite with the papers' metrics; write markdown, CSV and plots.
+
+    summary.md records the command line, so published results say how they were made.
+    """
+    import shlex
+
     from rich.progress import Progress
 
-    from graphopt.evaluation.bench import markdown_table, run_bench, write_reports
-    from graphopt.evaluation.suites import load_suite
+    from graphopt.evaluation.bench import BASELINE, markdown_table, run_bench, write_reports
+    from graphopt.evaluation.suites import load_suite, report_name
     from graphopt.solvers.base import Objective
     from graphopt.solvers.registry import check_solver
 
     names = [name.strip() for name in solvers.split(",") if name.strip()]
+    if histogram is not None:
+        if histogram == BASELINE:
+            raise GraphoptError(f"--histogram shows a solver against {BASELINE}, not {BASELINE}")
+        names = list(dict.fromkeys([*names, histogram]))
     for name in names:
         check_solver(name)
+    limits = _parse_budgets(budgets) if budgets is not None else None
+    if exact_max_ops is not None and exact_max_ops < 1:
+        raise GraphoptError(
+            f"--exact-max-ops must be a positive number of ops, got {exact_max_ops}"
+        )
     goal = Objective.parse(objective)
     graphs = load_suite(suite)
     machine = _machine_options(devices, capacity, 0.0, None, "sync")
-    total = len(graphs) * len(dict.fromkeys([*names, "brkga"])) * seeds
     with Progress(console=Console(stderr=True), disable=as_json) as bar:
-        task = bar.add_task(f"bench {suite}", total=total)
+        task = bar.add_task(f"bench {suite}", total=None)
         result = run_bench(
             graphs,
             machine,
@@ -600,11 +728,16 @@ def bench(
             seeds=range(seeds),
             evaluations=budget,
             exact_seconds=exact_time,
-            progress=lambda label: bar.update(task, advance=1, description=label[:40]),
+            budgets=limits,
+            exact_max_ops=exact_max_ops,
+            progress=lambda done, total, label: bar.update(
+                task, completed=done, total=total, description=label[:40]
+            ),
         )
     title = f"{suite}: {goal.value}, {devices} devices, {len(graphs)} graphs, {seeds} seed(s)"
-    folder = output_dir / Path(suite).name
-    written = write_reports(result, folder, title)
+    folder = output_dir / report_name(suite)
+    command = shlex.join(["graphopt", *sys.argv[1:]])
+    written = write_reports(result, folder, title, command, histogram)
     if as_json:
         _print_json({"suite": suite, "summary": result.summary, "files": [str(p) for p in written]})
     else:

@@ -44,6 +44,7 @@ def optimize(
     pins: Mapping[str, int] | None = None,
     initial: Sequence[Solution] = (),
     progress: Progress | None = None,
+    policy: str | None = None,
 ) -> Result:
     """Optimizes placement and schedule of `graph` on `machine` for `objective`.
 
@@ -58,13 +59,22 @@ def optimize(
         pins: {op name: device} for ops whose device is fixed.
         initial: known solutions to start from.
         progress: called on every improvement.
+        policy: a policy checkpoint for the learned solvers (regal, gas, idrs) instead of the
+            shipped one.
 
     Raises:
-        SolverError: unknown solver or objective, bad budget, bad pins.
+        SolverError: unknown solver or objective, bad budget, bad pins, a policy for a
+            solver that takes none or one trained for another problem.
     """
     machine = machine or Machine()
     if evaluations is None and seconds is None:
         evaluations = DEFAULT_EVALUATIONS
     budget = Budget(evaluations=evaluations, seconds=seconds)
     problem = Problem(graph, machine, objective, pins_from_names(graph, pins or {}))
-    return make_solver(solver).solve(problem, budget, seed, initial, progress)
+    if policy is None:
+        chosen = make_solver(solver)
+    else:
+        from graphopt.solvers.regal import learned_solver
+
+        chosen = learned_solver(solver, policy)
+    return chosen.solve(problem, budget, seed, initial, progress)

@@ -10,7 +10,7 @@ from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.solution import topological_schedule
-from graphopt.solvers.base import Budget, Objective, Problem, SolverError
+from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Tracker
 from graphopt.solvers.brkga import BIAS_LEVELS, BRKGA, BRKGAConfig, GeneDistributions, crossover
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
@@ -152,3 +152,15 @@ def test_ctrl_c_returns_the_best_so_far(problem: Problem) -> None:
     assert (
         result.value == reference_score(problem.graph, result.solution, problem.machine).peak_memory
     )
+
+
+def test_resumed_population_costs_no_evaluations() -> None:
+    problem = Problem(generate("layered", 40, seed=2), Machine(n_devices=2))
+    first = Tracker(problem, Budget(evaluations=250))
+    population = BRKGA().evolve(problem, first, np.random.default_rng(0))
+    assert population.keys.shape[0] == 100 and first.evaluations == 250
+    second = Tracker(problem, Budget(evaluations=90))
+    final = BRKGA().evolve(problem, second, np.random.default_rng(1), resume=population)
+    assert second.evaluations == 90  # one generation of offspring, the resumed ones not re-scored
+    assert final.value[0] <= population.value[0]
+    assert np.all(np.diff(final.value) >= 0)

@@ -4,13 +4,20 @@ Each solver gets the same evaluation budget (paper 001 section 4.2: 5,000); CP-S
 limit instead and, where it proves optimality, its value is the best known solution of that
 graph. Per graph, a solver's value is its mean over seeds. Metrics are taken against BRKGA with
 the same budget, which is added to the run when not asked for.
+
+The reports reproduce paper 001's evaluation: table 1 (mean % improvement over BRKGA with its
+95% confidence interval, geometric-mean % gap from the best known value), table 2 (seconds per
+graph), fig. 4 (histogram of per-graph improvement over BRKGA) and fig. 5 (mean improvement over
+BRKGA at the main budget as every solver's evaluation limit grows).
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +28,12 @@ from graphopt.evaluation.metrics import (
     gap_from_best,
     geometric_mean_gap,
     improvement_over,
+    mean_with_ci,
+    ties,
     wins_ties_losses,
 )
 from graphopt.ir.graph import Graph
-from graphopt.solvers.base import Budget, Objective, Problem, Trace
+from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Trace
 from graphopt.solvers.registry import make_solver
 
 BASELINE = "brkga"
@@ -48,11 +57,22 @@ class Run:
 
 @dataclass(frozen=True)
 class BenchResult:
-    """All runs and the per-solver summary rows (see `summarize`)."""
+    """All runs and the per-solver summary rows (see `summarize`).
+
+    Attributes:
+        runs: every run at the main budget (CP-SAT's at its time limit).
+        summary: one row per solver, see `summarize`.
+        evaluations: the main evaluation budget.
+        budgets: the evaluation limits of the budget curve (paper 001 fig. 5), if any.
+        curve_runs: limit -> the extra runs of every solver but CP-SAT at that limit; the main
+            budget is never run twice, so a limit equal to it has no entry here.
+    """
 
     runs: list[Run]
     summary: list[dict[str, Any]]
     evaluations: int
+    budgets: tuple[int, ...] = ()
+    curve_runs: dict[int, list[Run]] = field(default_factory=dict)
 
 
 def run_bench(
@@ -63,7 +83,9 @@ def run_bench(
     seeds: Sequence[int] = (0,),
     evaluations: int = 5000,
     exact_seconds: float = 10.0,
-    progress: Callable[[str], None] | None = None,
+    budgets: Sequence[int] | None = None,
+    exact_max_ops: int | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> BenchResult:
     """Runs every solver on every graph with every seed and summarizes.
 
@@ -75,19 +97,44 @@ def run_bench(
         seeds: seeds per graph and solver.
         evaluations: evaluation budget of every solver but CP-SAT.
         exact_seconds: CP-SAT's time limit per graph.
-        progress: called with a short label after each run.
+        budgets: evaluation limits at which every solver but CP-SAT is also run, with the same
+            seeds, for the budget curve (paper 001 fig. 5).
+        exact_max_ops: run CP-SAT only on graphs of at most this many ops (it cannot prove
+            optima on large graphs within its time limit); None runs it on all.
+        progress: called after each run with the runs done, the runs planned and a short label.
+
+    Raises:
+        SolverError: a budget that is not a positive integer or an `exact_max_ops` below 1,
+            before anything runs.
     """
+    limits = list(dict.fromkeys(budgets or ()))
+    for limit in limits:
+        Budget(evaluations=limit)  # rejects a bad limit before anything runs
+    if exact_max_ops is not None and exact_max_ops < 1:
+        raise SolverError(f"exact-max-ops must be a positive number of ops, got {exact_max_ops}")
     names = list(dict.fromkeys([*solvers, BASELINE]))
-    runs = []
-    for graph in graphs:
-        problem = Problem(graph, machine, objective)
+    runs: list[Run] = []
+    curve_runs: dict[int, list[Run]] = {limit: [] for limit in limits if limit != evaluations}
+
+    def plan(graph: Graph) -> Iterator[tuple[str, Budget, list[Run], str]]:
+        """(solver, budget, where its runs go, label suffix) for each solver run on the graph."""
         for name in names:
-            budget = (
-                Budget(seconds=exact_seconds) if name == EXACT else Budget(evaluations=evaluations)
-            )
+            if name != EXACT:
+                yield name, Budget(evaluations=evaluations), runs, ""
+                for limit, bucket in curve_runs.items():
+                    yield name, Budget(evaluations=limit), bucket, f" at {limit:,}"
+            elif exact_max_ops is None or graph.n_ops <= exact_max_ops:
+                yield name, Budget(seconds=exact_seconds), runs, ""
+
+    plans = [(graph, list(plan(graph))) for graph in graphs]
+    total = sum(len(steps) for _, steps in plans) * len(seeds)
+    done = 0
+    for graph, steps in plans:
+        problem = Problem(graph, machine, objective)
+        for name, budget, bucket, suffix in steps:
             for seed in seeds:
                 result = make_solver(name).solve(problem, budget, seed)
-                runs.append(
+                bucket.append(
                     Run(
                         graph.name,
                         name,
@@ -100,25 +147,43 @@ def run_bench(
                         result.trace,
                     )
                 )
+                done += 1
                 if progress is not None:
-                    progress(f"{name} on {graph.name}")
-    return BenchResult(runs, summarize(runs, names), evaluations)
+                    progress(done, total, f"{name}{suffix} on {graph.name}")
+    return BenchResult(runs, summarize(runs, names), evaluations, tuple(limits), curve_runs)
+
+
+def per_graph(
+    runs: Sequence[Run], names: Sequence[str], graphs: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """[solver, graph] mean value and mean seconds over seeds; NaN where a solver did not run."""
+    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[run.solver, run.graph].append(run)
+    value = np.full((len(names), len(graphs)), np.nan)
+    seconds = np.full_like(value, np.nan)
+    for i, name in enumerate(names):
+        for j, graph in enumerate(graphs):
+            mine = groups.get((name, graph))
+            if mine:
+                value[i, j] = np.mean([run.value for run in mine])
+                seconds[i, j] = np.mean([run.seconds for run in mine])
+    return value, seconds
+
+
+def _graphs(runs: Sequence[Run]) -> list[str]:
+    return list(dict.fromkeys(run.graph for run in runs))
 
 
 def summarize(runs: Sequence[Run], names: Sequence[str]) -> list[dict[str, Any]]:
-    """Per solver: % improvement over BRKGA, geometric-mean % gap from best, W/T/L, seconds.
+    """Per solver: % improvement over BRKGA (95% CI), geo-mean % gap from best, W/T/L, seconds.
 
-    The best known value of a graph is CP-SAT's proven optimum when it has one, else the best
-    mean value of any solver on it.
+    Each solver is measured over the graphs it ran on (CP-SAT may skip large ones). The best
+    known value of a graph is CP-SAT's proven optimum when it has one, else the best mean value
+    of any solver on it.
     """
-    graphs = list(dict.fromkeys(run.graph for run in runs))
-    value = np.full((len(names), len(graphs)), np.nan)
-    seconds = np.zeros_like(value)
-    for i, name in enumerate(names):
-        for j, graph in enumerate(graphs):
-            mine = [run for run in runs if run.solver == name and run.graph == graph]
-            value[i, j] = np.mean([run.value for run in mine])
-            seconds[i, j] = np.mean([run.seconds for run in mine])
+    graphs = _graphs(runs)
+    value, seconds = per_graph(runs, names, graphs)
     best = np.nanmin(value, axis=0)
     optimal = np.zeros(len(graphs), dtype=bool)
     if EXACT in names:
@@ -130,67 +195,187 @@ def summarize(runs: Sequence[Run], names: Sequence[str]) -> list[dict[str, Any]]
     baseline = value[names.index(BASELINE)]
     summary = []
     for i, name in enumerate(names):
-        wins, ties, losses = wins_ties_losses(value[i], baseline)
+        ran = ~np.isnan(value[i])
+        mean, low, high = mean_with_ci(improvement_over(value[i, ran], baseline[ran]))
+        wins, tied, losses = wins_ties_losses(value[i, ran], baseline[ran])
         summary.append(
             {
                 "solver": name,
-                "improvement_over_brkga_pct": float(np.mean(improvement_over(value[i], baseline))),
-                "geomean_gap_from_best_pct": geometric_mean_gap(gap_from_best(value[i], best)),
+                "improvement_over_brkga_pct": mean,
+                "improvement_ci_low_pct": low,
+                "improvement_ci_high_pct": high,
+                "geomean_gap_from_best_pct": (
+                    geometric_mean_gap(gap_from_best(value[i, ran], best[ran]))
+                    if ran.any()
+                    else math.nan
+                ),
                 "wins": wins,
-                "ties": ties,
+                "ties": tied,
                 "losses": losses,
-                "seconds_per_graph": float(np.mean(seconds[i])),
-                "graphs": len(graphs),
+                "seconds_per_graph": float(np.mean(seconds[i, ran])) if ran.any() else math.nan,
+                "graphs": int(ran.sum()),
                 "proven_optimal_graphs": int(optimal.sum()),
             }
         )
     return summary
 
 
+def _number(value: float, digits: int = 2) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "-"
+
+
 def markdown_table(summary: Sequence[dict[str, Any]], evaluations: int) -> str:
     """The summary as a markdown table, in the papers' column order."""
     lines = [
-        f"| solver | % improvement over BRKGA {evaluations:,} | geo-mean % gap from best | "
-        "W / T / L vs BRKGA | seconds per graph |",
-        "| --- | ---: | ---: | :---: | ---: |",
+        f"| solver | % improvement over BRKGA {evaluations:,} [95% CI] | "
+        "geo-mean % gap from best | W / T / L vs BRKGA | seconds per graph | graphs |",
+        "| --- | ---: | ---: | :---: | ---: | ---: |",
     ]
     for row in summary:
+        interval = (
+            f" [{_number(row['improvement_ci_low_pct'])}, "
+            f"{_number(row['improvement_ci_high_pct'])}]"
+            if math.isfinite(row["improvement_ci_low_pct"])
+            else ""
+        )
         lines.append(
-            f"| {row['solver']} | {row['improvement_over_brkga_pct']:.2f} | "
-            f"{row['geomean_gap_from_best_pct']:.2f} | "
-            f"{row['wins']} / {row['ties']} / {row['losses']} | {row['seconds_per_graph']:.3f} |"
+            f"| {row['solver']} | {_number(row['improvement_over_brkga_pct'])}{interval} | "
+            f"{_number(row['geomean_gap_from_best_pct'])} | "
+            f"{row['wins']} / {row['ties']} / {row['losses']} | "
+            f"{_number(row['seconds_per_graph'], 3)} | {row['graphs']} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def write_reports(result: BenchResult, folder: Path, title: str) -> list[Path]:
-    """Writes summary.md, summary.csv, runs.csv and convergence.png into `folder`."""
+def budget_curve(result: BenchResult) -> list[dict[str, Any]]:
+    """Paper 001 fig. 5: mean % improvement over BRKGA at the main budget, per solver and limit.
+
+    CP-SAT has a time limit, not an evaluation limit, so it has no curve.
+    """
+    graphs = _graphs(result.runs)
+    names = [row["solver"] for row in result.summary if row["solver"] != EXACT]
+    baseline = per_graph(result.runs, [BASELINE], graphs)[0][0]
+    rows = []
+    for limit in sorted(result.budgets):
+        runs = result.runs if limit == result.evaluations else result.curve_runs[limit]
+        value = per_graph(runs, names, graphs)[0]
+        for name, values in zip(names, value, strict=True):
+            mean, low, high = mean_with_ci(improvement_over(values, baseline))
+            rows.append(
+                {
+                    "solver": name,
+                    "evaluations": limit,
+                    "improvement_over_brkga_pct": mean,
+                    "ci_low_pct": low,
+                    "ci_high_pct": high,
+                }
+            )
+    return rows
+
+
+def _curve_table(rows: Sequence[dict[str, Any]], evaluations: int) -> str:
+    """The budget curve as a markdown table: one row per solver, one column per limit."""
+    limits = list(dict.fromkeys(row["evaluations"] for row in rows))
+    cells: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        cells[row["solver"]].append(_number(row["improvement_over_brkga_pct"]))
+    lines = [
+        f"% improvement over BRKGA {evaluations:,} by evaluation limit (paper 001 fig. 5):\n",
+        "| solver | " + " | ".join(f"{limit:,}" for limit in limits) + " |",
+        "| --- |" + " ---: |" * len(limits),
+    ]
+    lines += [f"| {name} | " + " | ".join(values) + " |" for name, values in cells.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_reports(
+    result: BenchResult,
+    folder: Path,
+    title: str,
+    command: str | None = None,
+    histogram: str | None = None,
+) -> list[Path]:
+    """Writes summary.md/.csv, runs.csv and the plots (fig. 4, fig. 5 with budgets) to `folder`.
+
+    The files: summary.md, summary.csv, runs.csv, convergence.png, improvement_histogram.png
+    and, when the bench had budgets, budget_curve.csv and budget_curve.png.
+
+    Args:
+        result: what `run_bench` returned.
+        folder: where the reports go, created if needed.
+        title: heading of summary.md and the plots.
+        command: the command line that produced the result, recorded in summary.md so a
+            published result says how to reproduce it.
+        histogram: the one solver the histogram shows; None shows every other solver than BRKGA
+            that ran on some graph.
+
+    Raises:
+        SolverError: `histogram` is BRKGA or a solver the bench did not run.
+    """
+    solvers = [row["solver"] for row in result.summary]
+    if histogram is not None and (histogram == BASELINE or histogram not in solvers):
+        raise SolverError(
+            f"histogram solver {histogram!r} must be one the bench ran other than {BASELINE} "
+            f"({', '.join(s for s in solvers if s != BASELINE) or 'none'})"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    summary_md = folder / "summary.md"
+    n_graphs = len(_graphs(result.runs))
     proven = result.summary[0]["proven_optimal_graphs"]
-    summary_md.write_text(
+    text = (
         f"# {title}\n\n{markdown_table(result.summary, result.evaluations)}\n"
-        f"{result.summary[0]['graphs']} graphs; best known = CP-SAT optimum on {proven} of them, "
+        f"{n_graphs} graphs; best known = CP-SAT optimum on {proven} of them, "
         "else the best value any solver found.\n"
     )
+    curve = budget_curve(result)
+    if curve:
+        text += "\n" + _curve_table(curve, result.evaluations)
+    if command is not None:
+        text += f"\nCommand: `{command}`\n"
+    summary_md = folder / "summary.md"
+    summary_md.write_text(text)
     written.append(summary_md)
-    summary_csv = folder / "summary.csv"
-    with summary_csv.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(result.summary[0]))
-        writer.writeheader()
-        writer.writerows(result.summary)
-    written.append(summary_csv)
+    written.append(_write_csv(folder / "summary.csv", result.summary))
     runs_csv = folder / "runs.csv"
     with runs_csv.open("w", newline="") as file:
         writer = csv.writer(file)
         columns = ["graph", "solver", "seed", "value", "feasible", "evaluations", "seconds"]
-        writer.writerow([*columns, "status"])
-        for run in result.runs:
-            writer.writerow([*(getattr(run, c) for c in columns), run.status])
+        writer.writerow([*columns, "status", "evaluation_limit"])
+        limited = [(run, "" if run.solver == EXACT else result.evaluations) for run in result.runs]
+        limited += [(run, limit) for limit, runs in result.curve_runs.items() for run in runs]
+        for run, limit in limited:
+            writer.writerow([*(getattr(run, c) for c in columns), run.status, limit])
     written.append(runs_csv)
     written.append(plot_convergence(result, folder / "convergence.png", title))
+    others = [
+        row["solver"] for row in result.summary if row["solver"] != BASELINE and row["graphs"]
+    ]
+    shown = [histogram] if histogram is not None else others
+    if shown:
+        path = folder / "improvement_histogram.png"
+        written.append(plot_improvement_histogram(result, path, title, shown))
+    if curve:
+        written.append(_write_csv(folder / "budget_curve.csv", curve))
+        path = folder / "budget_curve.png"
+        written.append(plot_budget_curve(curve, path, title, result.evaluations))
     return written
+
+
+def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def plot_convergence(result: BenchResult, path: Path, title: str) -> Path:
@@ -199,11 +384,7 @@ def plot_convergence(result: BenchResult, path: Path, title: str) -> Path:
     Paper 000 fig. 2 (right) and paper 001 fig. 5. Solvers without an evaluation budget
     (CP-SAT) are left out.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     grid = np.unique(np.geomspace(1, result.evaluations, 60).astype(int))
     final = {(run.graph, run.seed): run.value for run in result.runs if run.solver == BASELINE}
     figure, axes = plt.subplots(figsize=(6, 4))
@@ -224,6 +405,82 @@ def plot_convergence(result: BenchResult, path: Path, title: str) -> Path:
     axes.set_xscale("log")
     axes.set_xlabel("evaluations")
     axes.set_ylabel(f"best so far, % of BRKGA {result.evaluations:,}")
+    axes.set_title(title)
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def plot_improvement_histogram(
+    result: BenchResult, path: Path, title: str, solvers: Sequence[str]
+) -> Path:
+    """Paper 001 fig. 4: per solver, a histogram of its per-graph % improvement over BRKGA.
+
+    Better and worse graphs get their own colours; ties would pile up in one bar at zero and
+    hide the spread, so they are left out and counted in each panel's title.
+    """
+    plt = _pyplot()
+    graphs = _graphs(result.runs)
+    value = per_graph(result.runs, [BASELINE, *solvers], graphs)[0]
+    figure, axes = plt.subplots(
+        len(solvers), 1, figsize=(6, 1.0 + 2.2 * len(solvers)), squeeze=False
+    )
+    for row, name in enumerate(solvers):
+        ran = ~np.isnan(value[row + 1])
+        mine, baseline = value[row + 1, ran], value[0, ran]
+        tied = ties(mine, baseline)
+        gain = improvement_over(mine[~tied], baseline[~tied])
+        panel = axes[row, 0]
+        if gain.size:
+            low, high = min(gain.min(), 0.0), max(gain.max(), 0.0)
+            width = (high - low) / 20
+            edges = np.arange(math.floor(low / width), math.ceil(high / width) + 1) * width
+            panel.hist(gain[gain > 0], bins=edges, color="tab:green", label="better")
+            panel.hist(gain[gain < 0], bins=edges, color="tab:red", label="worse")
+            panel.legend(fontsize=7)
+        panel.axvline(0.0, color="black", linewidth=0.8)
+        panel.set_ylabel("graphs")
+        panel.set_title(
+            f"{name}, {int(ran.sum())} graphs: {int((gain > 0).sum())} better, "
+            f"{int((gain < 0).sum())} worse, {int(tied.sum())} ties (left out)",
+            fontsize=9,
+        )
+    axes[-1, 0].set_xlabel(f"% improvement over BRKGA {result.evaluations:,}")
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def plot_budget_curve(
+    rows: Sequence[dict[str, Any]], path: Path, title: str, evaluations: int
+) -> Path:
+    """Paper 001 fig. 5: mean % improvement over BRKGA at the main budget by evaluation limit.
+
+    Bands are 95% confidence intervals over graphs.
+    """
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name in dict.fromkeys(row["solver"] for row in rows):
+        mine = [row for row in rows if row["solver"] == name]
+        limits = [row["evaluations"] for row in mine]
+        (line,) = axes.plot(
+            limits, [row["improvement_over_brkga_pct"] for row in mine], marker="o", label=name
+        )
+        axes.fill_between(
+            limits,
+            [row["ci_low_pct"] for row in mine],
+            [row["ci_high_pct"] for row in mine],
+            color=line.get_color(),
+            alpha=0.15,
+        )
+    axes.axhline(0.0, color="black", linewidth=0.8)
+    axes.set_xscale("log")
+    axes.set_xlabel("evaluation limit")
+    axes.set_ylabel(f"mean % improvement over BRKGA {evaluations:,}")
     axes.set_title(title)
     axes.legend(fontsize=7)
     figure.tight_layout()

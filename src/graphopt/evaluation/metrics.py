@@ -29,11 +29,42 @@ def geometric_mean_gap(gaps: np.ndarray) -> float:
     return float(100.0 * (np.exp(np.mean(np.log(ratios))) - 1.0)) if ratios.size else 0.0
 
 
+def ties(values: np.ndarray, baseline: np.ndarray) -> np.ndarray:
+    """Per graph, whether `values` ties the baseline (within 1e-9 relative)."""
+    values, baseline = np.asarray(values, float), np.asarray(baseline, float)
+    scale = np.maximum(np.abs(baseline), np.abs(values))
+    return np.abs(values - baseline) <= TIE_TOLERANCE * np.where(scale == 0, 1.0, scale)
+
+
 def wins_ties_losses(values: np.ndarray, baseline: np.ndarray) -> tuple[int, int, int]:
     """Graphs where `values` beat, tie or lose to the baseline (ties within 1e-9 relative)."""
     values, baseline = np.asarray(values, float), np.asarray(baseline, float)
-    scale = np.maximum(np.abs(baseline), np.abs(values))
-    tie = np.abs(values - baseline) <= TIE_TOLERANCE * np.where(scale == 0, 1.0, scale)
+    tie = ties(values, baseline)
     wins = int(np.sum(~tie & (values < baseline)))
     losses = int(np.sum(~tie & (values > baseline)))
     return wins, int(np.sum(tie)), losses
+
+
+_T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045,
+)  # fmt: skip
+"""Student's t 97.5% quantiles for 1..29 degrees of freedom (scipy is not a dependency)."""
+
+
+def mean_with_ci(values: np.ndarray) -> tuple[float, float, float]:
+    """Mean and its 95% confidence interval (t below 30 values, normal from 30 on).
+
+    Table 1's averages come from a few dozen graphs, so the interval says whether a difference
+    between solvers is more than noise. The bounds are NaN for fewer than two values.
+    """
+    values = np.asarray(values, float)
+    if values.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = float(np.mean(values))
+    if values.size < 2:
+        return mean, float("nan"), float("nan")
+    quantile = _T_975[values.size - 2] if values.size < 30 else 1.96
+    half = quantile * float(np.std(values, ddof=1)) / np.sqrt(values.size)
+    return mean, mean - half, mean + half

@@ -222,12 +222,17 @@ class Tracker:
         return self._seconds_limit is not None and self.seconds >= self._seconds_limit
 
     @contextmanager
-    def phase(self, share: float) -> Iterator[None]:
+    def phase(self, share: float, evaluations: int | None = None) -> Iterator[None]:
         """Runs a block on `share` of what is left of the budget, for solvers run in sequence.
 
         The block ends quietly when its share is spent; it re-raises when the whole budget is.
+        `evaluations`, when given, caps the block's evaluations at that number too (REGAL's
+        400-evaluation feature run).
         """
         saved = self._evaluation_limit, self._seconds_limit
+        if evaluations is not None:
+            cap = self.evaluations + evaluations
+            self._evaluation_limit = cap if saved[0] is None else min(cap, saved[0])
         if self._evaluation_limit is not None:
             self._evaluation_limit = self.evaluations + max(1, int(share * self.remaining))
         if self._seconds_limit is not None:

@@ -24,7 +24,8 @@ import numba
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import BudgetExhausted, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.random_keys import DecodedPopulation, RandomKeyDecoder
 
 
@@ -119,6 +120,27 @@ class GeneDistributions:
             raise SolverError("gene distributions: elite_bias must be in [0.5, 1] everywhere")
 
 
+@dataclass(frozen=True, eq=False)
+class FinalPopulation:
+    """The last population of a BRKGA run, best first.
+
+    Shapes:
+        keys: [m, n_genes] chromosomes; excess: [m] int64; value: [m] float64.
+    """
+
+    keys: np.ndarray
+    excess: np.ndarray
+    value: np.ndarray
+
+    @classmethod
+    def ranked(
+        cls, keys: np.ndarray, excess: np.ndarray, value: np.ndarray, size: int | None = None
+    ) -> FinalPopulation:
+        """The best `size` (default all) of the chromosomes, copied, sorted by (excess, value)."""
+        rank = np.lexsort((value, excess))[:size]
+        return cls(keys[rank].copy(), np.asarray(excess)[rank], np.asarray(value)[rank])
+
+
 class BRKGA(Solver):
     """Biased random-key genetic algorithm over `RandomKeyDecoder` chromosomes.
 
@@ -153,6 +175,30 @@ class BRKGA(Solver):
         initial: Sequence[Solution],
     ) -> None:
         """Evolves populations until the tracker's budget is spent."""
+        self.evolve(problem, tracker, rng, initial)
+        tracker.check()
+
+    def evolve(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution] = (),
+        resume: FinalPopulation | None = None,
+    ) -> FinalPopulation:
+        """Evolves until the budget is spent and returns the last population, ranked.
+
+        REGAL's features aggregate a short run's last population (paper 001 A.1) and its
+        search continues from it, which is why the population is returned, not only the best.
+
+        Args:
+            problem: what to optimize.
+            tracker: counts evaluations; the run ends when it is exhausted.
+            rng: every random choice.
+            initial: known solutions placed in the first population (evaluated).
+            resume: a scored population (e.g. a previous run's last) whose best members fill
+                the first population after `initial`, without being evaluated again.
+        """
         config = self.config
         decoder = RandomKeyDecoder(problem, config.symmetry_breaking)
         n_genes = decoder.n_genes
@@ -161,14 +207,15 @@ class BRKGA(Solver):
 
         bias = np.broadcast_to(np.asarray(elite_bias, dtype=np.float64), (n_genes,))
         threshold = np.ascontiguousarray(np.round(bias * BIAS_LEVELS).astype(np.int32))
-        seeds = [decoder.encode(solution) for solution in initial[: config.population]]
         # Two population buffers, swapped every generation: no [population, genes] allocation
         # per generation.
         population = np.empty((config.population, n_genes))
         spare = np.empty_like(population)
-        population[: len(seeds)] = np.asarray(seeds).reshape(-1, n_genes)
-        population[len(seeds) :] = sample_mutants(config.population - len(seeds))
-        excess, value = _evaluate(decoder, tracker, population)
+        excess, value, done = _first_population(
+            decoder, tracker, initial, resume, sample_mutants, population
+        )
+        if done:
+            return FinalPopulation.ranked(population[: len(value)], excess, value)
         n_elites, n_children = config.elites, config.children
         while True:
             rank = np.lexsort((value, excess))
@@ -183,7 +230,17 @@ class BRKGA(Solver):
                 spare[n_elites:],
             )
             spare[n_elites + n_children :] = sample_mutants(config.mutants)
-            offspring_excess, offspring_value = _evaluate(decoder, tracker, spare[n_elites:])
+            offspring_excess, offspring_value, done = _evaluate(decoder, tracker, spare[n_elites:])
+            if done:
+                # A partly evaluated generation: its offspring join the previous generation
+                # and the best `population` of both are the last population.
+                n = len(offspring_value)
+                return FinalPopulation.ranked(
+                    np.concatenate([population, spare[n_elites : n_elites + n]]),
+                    np.concatenate([excess, offspring_excess]),
+                    np.concatenate([value, offspring_value]),
+                    config.population,
+                )
             excess = np.concatenate([excess[elites], offspring_excess])
             value = np.concatenate([value[elites], offspring_value])
             population, spare = spare, population
@@ -194,9 +251,7 @@ class BRKGA(Solver):
         """A function m -> [m, n_genes] mutants from the configured distributions."""
         if self.genes is not None:
             self.genes.check(n_genes)
-            alpha = np.asarray(self.genes.alpha, dtype=np.float64)
-            beta = np.asarray(self.genes.beta, dtype=np.float64)
-            return lambda m: rng.beta(alpha, beta, size=(m, n_genes))
+            return BetaSampler(self.genes.alpha, self.genes.beta, rng)
         a, b = self.config.mutant_alpha, self.config.mutant_beta
         if a == 1.0 and b == 1.0:
             return lambda m: rng.random((m, n_genes))
@@ -243,13 +298,58 @@ def crossover(
             child[g] = (elite[g] & take) | (other[g] & ~take)
 
 
+def _first_population(
+    decoder: RandomKeyDecoder,
+    tracker: Tracker,
+    initial: Sequence[Solution],
+    resume: FinalPopulation | None,
+    sample_mutants: Callable[[int], np.ndarray],
+    population: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Fills `population` with the initial solutions, resumed members and mutants.
+
+    Only the initial solutions and the mutants are evaluated. Returns the fitness of the
+    first len(value) rows (all of them unless the budget ran out) and whether it did.
+    """
+    size = population.shape[0]
+    seeds = [decoder.encode(solution) for solution in initial][:size]
+    n_seeds = len(seeds)
+    if n_seeds:
+        population[:n_seeds] = np.asarray(seeds)
+    kept = 0 if resume is None else min(len(resume.value), size - n_seeds)
+    if kept:
+        population[n_seeds : n_seeds + kept] = decoder.check_keys(resume.keys[:kept])
+    population[n_seeds + kept :] = sample_mutants(size - n_seeds - kept)
+    excess, value = np.zeros(0, dtype=np.int64), np.zeros(0)
+    if n_seeds:
+        excess, value, done = _evaluate(decoder, tracker, population[:n_seeds])
+        if done:
+            return excess, value, True
+        excess, value = excess.copy(), value.copy()
+    if kept:
+        excess = np.concatenate([excess, resume.excess[:kept]])
+        value = np.concatenate([value, resume.value[:kept]])
+    if n_seeds + kept == size:
+        return excess, value, False
+    mutant_excess, mutant_value, done = _evaluate(decoder, tracker, population[n_seeds + kept :])
+    return np.concatenate([excess, mutant_excess]), np.concatenate([value, mutant_value]), done
+
+
 def _evaluate(
     decoder: RandomKeyDecoder, tracker: Tracker, keys: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Decodes and scores as many of `keys` as the budget allows and offers them."""
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Decodes and scores as many of `keys` as the budget allows and offers them.
+
+    Returns:
+        excess and value of the evaluated keys (a prefix of `keys`), and whether the budget
+        is now spent.
+    """
     keys = keys[: tracker.remaining]
     decoded: DecodedPopulation = decoder.evaluate(keys, reuse=True)
-    tracker.offer_population(
-        decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
-    )
-    return decoded.excess, decoded.value
+    try:
+        tracker.offer_population(
+            decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
+        )
+    except BudgetExhausted:
+        return decoded.excess.copy(), decoded.value.copy(), True
+    return decoded.excess, decoded.value, False

@@ -120,7 +120,8 @@ class RandomKeyDecoder:
         """Chromosome length."""
         return self.layout.size
 
-    def _check(self, keys: np.ndarray) -> np.ndarray:
+    def check_keys(self, keys: np.ndarray) -> np.ndarray:
+        """Keys as contiguous float64; SolverError when their last axis is not n_genes long."""
         keys = np.ascontiguousarray(keys, dtype=np.float64)
         if keys.shape[-1] != self.n_genes:
             raise SolverError(
@@ -137,7 +138,7 @@ class RandomKeyDecoder:
         Args:
             keys: [n_genes] chromosome.
         """
-        population = self.evaluate(self._check(keys)[None])
+        population = self.evaluate(self.check_keys(keys)[None])
         length = int(population.lengths[0])
         return Solution(
             population.placements[0],
@@ -154,7 +155,7 @@ class RandomKeyDecoder:
                 `reuse` overwrites them) instead of new ones; BRKGA's loop uses it, since fresh
                 [B, events] arrays every generation cost page faults on large graphs.
         """
-        keys = self._check(keys)
+        keys = self.check_keys(keys)
         if keys.ndim != 2:
             raise SolverError(f"a population is a [B, genes] array, got shape {keys.shape}")
         n = keys.shape[0]

@@ -107,6 +107,21 @@ SOLVERS: dict[str, SolverEntry] = {
         "RandomSearch",
         "random placements and random valid orders",
     ),
+    "regal": SolverEntry(
+        "graphopt.solvers.regal",
+        "regal",
+        "REGAL: shipped GNN policy's Beta distributions steering BRKGA, zero-shot (paper 001)",
+    ),
+    "gas": SolverEntry(
+        "graphopt.solvers.regal",
+        "gas",
+        "GAS: shipped graph-as-sequence LSTM policy steering BRKGA (paper 001 baseline)",
+    ),
+    "idrs": SolverEntry(
+        "graphopt.solvers.regal",
+        "idrs",
+        "IDRS: REGAL's distributions sampled at random, no evolution (paper 000 baseline)",
+    ),
     "cp-sat": SolverEntry(
         "graphopt.solvers.cpsat",
         "CPSATSolver",

@@ -1,0 +1,1 @@
+"""Learned optimizers: features, policy networks, rollouts, objectives and training loops."""

@@ -1,0 +1,1 @@
+"""Graph encoders: node representations h_v that the policy heads read."""

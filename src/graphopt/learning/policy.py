@@ -1,0 +1,163 @@
+"""REGAL's policy p(y | G) and baseline b(G) (paper 001 equations 6 and 9).
+
+An encoder (message passing, or GAS's LSTM) gives each op a representation h_v; one MLP per
+Beta slot (each device's placement gene, the priority gene; paper 000's MLP_{a, i % (d+1)})
+turns it into the logits of the quantized (m, v) pair, and one more into the elite bias's
+logits. Actions are conditionally independent across ops given the h_v. The baseline is a
+separate encoder whose representations are mean-pooled per graph:
+b(G) = MLP_b(mean_v MLP_g(h_v)). Batches hold several graphs (torch_geometric `Batch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Batch, Data
+from torch_geometric.utils import scatter
+
+from graphopt.learning.actions import ActionConfig
+from graphopt.learning.encoders.mlp import mlp
+from graphopt.learning.encoders.mpnn import MPNNEncoder
+from graphopt.learning.encoders.sequence import SequenceEncoder
+from graphopt.learning.features import EDGE_FEATURE_NAMES, GraphFeatures, node_feature_names
+
+ENCODERS = ("mpnn", "lstm")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The policy network's shape.
+
+    Attributes:
+        n_devices: devices the placement heads and features are built for.
+        encoder: 'mpnn' (REGAL) or 'lstm' (GAS, graph as a topological sequence).
+        hidden: width of every state and MLP (paper 001 A.5: 32).
+        rounds: message-passing rounds T (paper 001 A.5: 16; table 3 / fig. 8 sweep it).
+        aggregation: 'mean' or 'add' aggregation of messages.
+        actions: which actions the heads predict, and their quantization.
+        initial_mode_logit: how much more likely than the others each head's initial action
+            is, in logits (0: uniform sampling at first; the start is neutral either way).
+    """
+
+    n_devices: int = 2
+    encoder: str = "mpnn"
+    hidden: int = 32
+    rounds: int = 16
+    aggregation: str = "mean"
+    actions: ActionConfig = field(default_factory=ActionConfig)
+    initial_mode_logit: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {self.encoder!r}")
+        if self.aggregation not in ("mean", "add"):
+            raise ValueError(f"aggregation must be 'mean' or 'add', got {self.aggregation!r}")
+        if self.n_devices < 2:
+            raise ValueError(f"a placement policy needs >= 2 devices, got {self.n_devices}")
+
+
+def make_batch(features: Sequence[GraphFeatures]) -> Batch:
+    """A torch_geometric batch of several graphs' features (no copies of the numpy arrays)."""
+    return Batch.from_data_list(
+        [
+            Data(
+                x=torch.from_numpy(f.node),
+                edge_index=torch.from_numpy(f.edge_index),
+                edge_attr=torch.from_numpy(f.edge),
+                topological_rank=torch.from_numpy(f.topological_rank),
+                num_nodes=f.node.shape[0],
+            )
+            for f in features
+        ]
+    )
+
+
+class RegalPolicy(nn.Module):
+    """Per-op categorical action heads over an encoder, plus the baseline network.
+
+    Args:
+        config: the network's shape.
+    """
+
+    def __init__(self, config: PolicyConfig) -> None:
+        super().__init__()
+        self.config = config
+        d, hidden = config.n_devices, config.hidden
+        n_nodes = len(node_feature_names(d))
+        self.encoder = self._encoder(n_nodes)
+        self.baseline_encoder = self._encoder(n_nodes)
+        k = config.actions.levels
+        self.beta_heads = nn.ModuleList(
+            mlp(hidden, hidden, 2 * k) for _ in range(config.actions.beta_slots(d))
+        )
+        self.bias_head = mlp(hidden, hidden, k) if config.actions.elite_bias else None
+        self.baseline_node = mlp(hidden, hidden)
+        self.baseline_graph = mlp(hidden, hidden, 1)
+        # Every op starts with the same most likely action, whose mutants are distributed like
+        # uniform BRKGA's (only the ranks of iid keys matter; see actions.py), and samples
+        # explore around it: a neutral start that learning moves only where rewards say so.
+        for head in self.beta_heads:
+            nn.init.zeros_(head[-1].weight)
+            bias = torch.zeros(2, k)
+            bias[0, (k - 1) // 2] = bias[1, k // 2] = config.initial_mode_logit
+            head[-1].bias.data.copy_(bias.view(-1))
+        if self.bias_head is not None:
+            nn.init.zeros_(self.bias_head[-1].weight)
+            nn.init.zeros_(self.bias_head[-1].bias)
+            self.bias_head[-1].bias.data[round(0.4 * k)] = config.initial_mode_logit
+        # The reward of uniform BRKGA is -1 by construction: start the baseline there.
+        nn.init.constant_(self.baseline_graph[-1].bias, -1.0)
+
+    def _encoder(self, n_nodes: int) -> nn.Module:
+        config = self.config
+        if config.encoder == "lstm":
+            return SequenceEncoder(n_nodes, config.hidden)
+        return MPNNEncoder(
+            n_nodes, len(EDGE_FEATURE_NAMES), config.hidden, config.rounds, config.aggregation
+        )
+
+    def forward(self, batch: Batch) -> Tensor:
+        """Action logits [N, n_heads, k] (heads: per Beta slot m then v, then the elite bias)."""
+        k = self.config.actions.levels
+        h = self.encoder(batch)
+        heads = [head(h).view(-1, 2, k) for head in self.beta_heads]
+        if self.bias_head is not None:
+            heads.append(self.bias_head(h).view(-1, 1, k))
+        return torch.cat(heads, dim=1)
+
+    def baseline(self, batch: Batch) -> Tensor:
+        """[n_graphs] b(G), the expected reward the baseline network predicts."""
+        pooled = scatter(
+            self.baseline_node(self.baseline_encoder(batch)), batch.batch, dim=0, reduce="mean"
+        )
+        return self.baseline_graph(pooled).squeeze(-1)
+
+
+def sample_actions(
+    logits: Tensor, generator: torch.Generator | None = None, samples: int = 1
+) -> Tensor:
+    """[samples, N, n_heads] actions drawn independently from the categorical logits."""
+    probabilities = torch.softmax(logits, dim=-1).reshape(-1, logits.shape[-1])
+    drawn = torch.multinomial(probabilities, samples, replacement=True, generator=generator)
+    return drawn.T.reshape(samples, *logits.shape[:-1])
+
+
+def greedy_actions(logits: Tensor) -> Tensor:
+    """[N, n_heads] most likely actions (what a trained policy uses zero-shot)."""
+    return logits.argmax(dim=-1)
+
+
+def log_probability(logits: Tensor, actions: Tensor, graph_index: Tensor, n_graphs: int) -> Tensor:
+    """[n_graphs] log p(y | G): the sum over a graph's ops and heads of log p(y_v)."""
+    chosen = torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+    return scatter(chosen.sum(dim=1), graph_index, dim=0, dim_size=n_graphs, reduce="sum")
+
+
+def entropy(logits: Tensor, graph_index: Tensor, n_graphs: int) -> Tensor:
+    """[n_graphs] mean entropy per op of the action distributions (a training diagnostic)."""
+    log_p = torch.log_softmax(logits, dim=-1)
+    per_op = -(log_p.exp() * log_p).sum(dim=(-1, -2))
+    return scatter(per_op, graph_index, dim=0, dim_size=n_graphs, reduce="mean")

@@ -1,0 +1,1 @@
+"""Pretrained policies shipped with graphopt (weights and model cards; see MODEL_CARD.md)."""

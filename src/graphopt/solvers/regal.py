@@ -1,0 +1,189 @@
+"""REGAL and its learned baselines as solvers: a trained policy steering a search, zero-shot.
+
+Paper 001 section 3 and appendix A.1: with K evaluations, 400 go to a uniform BRKGA run whose
+last population gives the policy its aggregate features, the policy reads the graph once and
+predicts per-op Beta distributions (and optionally elite biases), and the remaining K - 400
+evaluations go to BRKGA sampling its mutants from them. BRKGA continues from the feature run's
+last population, so those 400 evaluations also count as search. Variants:
+
+- `regal`: the message-passing policy shipped for the objective and device count;
+- `gas`: the graph-as-sequence (LSTM) policy (paper 001 section 4.2);
+- `idrs`: REGAL's distributions used for pure random sampling instead of BRKGA (paper 000).
+
+Shipped policies live in `graphopt/policies/` as `<method>-<objective>-d<devices>.pt`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from graphopt.ir.solution import Solution
+from graphopt.solvers.base import BudgetExhausted, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.beta_tables import BetaSampler
+from graphopt.solvers.brkga import BRKGA, GeneDistributions
+from graphopt.solvers.random_keys import RandomKeyDecoder
+
+SEARCHES = ("brkga", "random")
+
+
+@dataclass(frozen=True)
+class RegalConfig:
+    """How a trained policy is used.
+
+    Attributes:
+        method: which shipped policy to use when `policy` is None ('regal' or 'gas').
+        policy: path of a policy checkpoint, or None for the shipped one.
+        search: 'brkga' (REGAL, GAS) or 'random' (IDRS: sample chromosomes from the
+            predicted distributions, no evolution).
+        greedy: use each op's most likely action (True) or sample the actions.
+        population_size: chromosomes per batch of the random search.
+    """
+
+    method: str = "regal"
+    policy: str | None = None
+    search: str = "brkga"
+    greedy: bool = True
+    population_size: int = 100
+
+    def __post_init__(self) -> None:
+        if self.search not in SEARCHES:
+            raise SolverError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
+
+
+def shipped_policy_path(method: str, objective: str, n_devices: int) -> Any:
+    """The packaged checkpoint for a method, objective and device count (may not exist)."""
+    name = f"{method}-{objective}-d{n_devices}.pt"
+    return resources.files("graphopt.policies").joinpath(name)
+
+
+@cache
+def _load(path: str, objective: str, n_devices: int) -> Any:
+    from graphopt.learning.checkpoints import load_policy
+
+    return load_policy(path, objective, n_devices)
+
+
+class Regal(Solver):
+    """A trained policy's distributions driving BRKGA (or random sampling).
+
+    Args:
+        config: which policy and search.
+        name: the name recorded in solutions.
+    """
+
+    name = "regal"
+
+    def __init__(self, config: RegalConfig | None = None, name: str | None = None) -> None:
+        self.config = config or RegalConfig()
+        self.name = name or self.config.method
+
+    def options(self) -> dict[str, Any]:
+        """The config fields."""
+        return dict(vars(self.config))
+
+    def policy(self, problem: Problem) -> Any:
+        """The TrainedPolicy for this problem's objective and device count.
+
+        Raises:
+            SolverError: no shipped policy fits, or the checkpoint is for another problem.
+        """
+        from graphopt.learning.checkpoints import CheckpointError
+
+        objective, d = problem.objective.value, problem.machine.n_devices
+        path = self.config.policy
+        if path is None:
+            shipped = shipped_policy_path(self.config.method, objective, d)
+            if not shipped.is_file():
+                raise SolverError(
+                    f"no shipped {self.config.method} policy for {objective} on {d} devices "
+                    f"(shipped: {', '.join(shipped_policies()) or 'none'}); train one with "
+                    "`graphopt train regal CONFIG` and pass it with --policy"
+                )
+            path = str(shipped)
+        try:
+            return _load(str(path), objective, d)
+        except CheckpointError as error:
+            raise SolverError(str(error)) from None
+
+    def run(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """Feature run, one policy inference, then the search on the rest of the budget."""
+        from graphopt.learning.features import compute_features
+        from graphopt.learning.inference import predict_genes
+
+        policy = self.policy(problem)
+        feature_run = compute_features(problem, tracker, rng, policy.feature_evaluations)
+        tracker.check()
+        decoder = RandomKeyDecoder(problem)
+        genes = predict_genes(policy, feature_run.features, decoder, self.config.greedy, rng)
+        if self.config.search == "brkga":
+            BRKGA(genes=genes).evolve(problem, tracker, rng, initial, resume=feature_run.population)
+        else:
+            random_sampling(decoder, genes, tracker, rng, self.config.population_size)
+        tracker.check()
+
+
+def random_sampling(
+    decoder: RandomKeyDecoder,
+    genes: GeneDistributions,
+    tracker: Tracker,
+    rng: np.random.Generator,
+    batch: int,
+) -> None:
+    """IDRS: chromosomes drawn gene by gene from the distributions until the budget is spent."""
+    genes.check(decoder.n_genes)
+    sample = BetaSampler(genes.alpha, genes.beta, rng)
+    while True:
+        decoded = decoder.evaluate(sample(min(batch, tracker.remaining)), reuse=True)
+        try:
+            tracker.offer_population(
+                decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
+            )
+        except BudgetExhausted:
+            return
+
+
+def shipped_policies() -> list[str]:
+    """Names of the packaged policy checkpoints."""
+    folder = resources.files("graphopt.policies")
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".pt"))
+
+
+def regal() -> Regal:
+    """REGAL with its shipped message-passing policy."""
+    return Regal(RegalConfig(method="regal"))
+
+
+def gas() -> Regal:
+    """GAS: the shipped graph-as-sequence (LSTM) policy steering BRKGA."""
+    return Regal(RegalConfig(method="gas"))
+
+
+def idrs() -> Regal:
+    """IDRS: REGAL's shipped policy's distributions, sampled at random instead of evolved."""
+    return Regal(RegalConfig(method="regal", search="random"), name="idrs")
+
+
+def learned_solver(name: str, policy: str) -> Regal:
+    """The learned solver `name` (regal, gas or idrs) with the policy checkpoint at `policy`.
+
+    Raises:
+        SolverError: `name` is not a learned solver.
+    """
+    searches = {"regal": "brkga", "gas": "brkga", "idrs": "random"}
+    if name not in searches:
+        raise SolverError(
+            f"a policy file applies to the learned solvers {', '.join(searches)}, not {name!r}"
+        )
+    return Regal(RegalConfig(method=name, policy=policy, search=searches[name]), name=name)

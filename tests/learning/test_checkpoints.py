@@ -1,0 +1,58 @@
+import pytest
+import torch
+
+from graphopt.learning.checkpoints import (
+    CheckpointError,
+    load_policy,
+    policy_record,
+    save_checkpoint,
+)
+from graphopt.learning.policy import PolicyConfig, RegalPolicy
+
+
+def _saved(path, devices=2, objective="peak-memory", **changes):
+    torch.manual_seed(0)
+    network = RegalPolicy(PolicyConfig(n_devices=devices, rounds=2))
+    record = policy_record(network, objective, "brkga", 400)
+    record.update(changes)
+    save_checkpoint(path, record)
+    return network
+
+
+def test_round_trip(tmp_path) -> None:
+    network = _saved(tmp_path / "p.pt")
+    loaded = load_policy(tmp_path / "p.pt", "peak-memory", 2)
+    assert loaded.config == network.config and loaded.search == "brkga"
+    for key, value in network.state_dict().items():
+        assert torch.equal(loaded.network.state_dict()[key], value)
+    assert not (tmp_path / "p.pt.partial").exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"n_devices": 3}, "trained for 2 devices; the machine has 3"),
+        ({"objective": "makespan"}, "trained to minimize peak-memory, not makespan"),
+    ],
+)
+def test_mismatched_use_is_refused(tmp_path, kwargs, message) -> None:
+    _saved(tmp_path / "p.pt")
+    with pytest.raises(CheckpointError, match=message):
+        load_policy(tmp_path / "p.pt", **{"objective": None, "n_devices": None, **kwargs})
+
+
+def test_other_feature_set_is_refused(tmp_path) -> None:
+    _saved(tmp_path / "p.pt", feature_set="regal-a1-v0")
+    with pytest.raises(CheckpointError, match="feature set 'regal-a1-v0'"):
+        load_policy(tmp_path / "p.pt")
+
+
+def test_not_a_checkpoint(tmp_path) -> None:
+    with pytest.raises(CheckpointError, match="no policy checkpoint"):
+        load_policy(tmp_path / "absent.pt")
+    (tmp_path / "junk.pt").write_text("junk")
+    with pytest.raises(CheckpointError, match="not a readable policy checkpoint"):
+        load_policy(tmp_path / "junk.pt")
+    torch.save({"something": 1}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a graphopt REGAL policy"):
+        load_policy(tmp_path / "other.pt")

@@ -1,0 +1,103 @@
+import numpy as np
+import pytest
+import torch
+
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.generators import generate
+from graphopt.learning.actions import ActionConfig
+from graphopt.learning.features import compute_features
+from graphopt.learning.policy import (
+    PolicyConfig,
+    RegalPolicy,
+    entropy,
+    greedy_actions,
+    log_probability,
+    make_batch,
+    sample_actions,
+)
+from graphopt.solvers.base import Budget, Problem, Tracker
+
+
+def _features(n_ops, seed, devices=2):
+    problem = Problem(generate("erdos_renyi", n_ops, seed=seed), Machine(n_devices=devices))
+    tracker = Tracker(problem, Budget(evaluations=400))
+    return compute_features(problem, tracker, np.random.default_rng(seed)).features
+
+
+@pytest.fixture(scope="module")
+def features():
+    return [_features(12, 0), _features(30, 1), _features(7, 2)]
+
+
+def _network(seed=0, **changes):
+    torch.manual_seed(seed)
+    network = RegalPolicy(PolicyConfig(**changes))
+    for head in network.beta_heads:  # away from the zero init, so graphs differ
+        torch.nn.init.normal_(head[-1].weight)
+    return network
+
+
+@pytest.mark.parametrize("encoder", ["mpnn", "lstm"])
+def test_batched_outputs_equal_per_graph_outputs(features, encoder) -> None:
+    network = _network(encoder=encoder, rounds=3)
+    batch = make_batch(features)
+    logits = network(batch)
+    baseline = network.baseline(batch)
+    assert logits.shape == (49, network.config.actions.n_heads(2), 4)
+    assert baseline.shape == (3,)
+    for g, f in enumerate(features):
+        alone = make_batch([f])
+        rows = slice(int(batch.ptr[g]), int(batch.ptr[g + 1]))
+        torch.testing.assert_close(logits[rows], network(alone), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            baseline[g : g + 1], network.baseline(alone), rtol=1e-5, atol=1e-5
+        )
+
+
+def test_message_passing_sees_the_edges(features) -> None:
+    network = _network(rounds=2)
+    f = features[1]
+    cut = type(f)(f.node, f.edge_index[:, :0], f.edge[:0], f.topological_rank)
+    assert not torch.allclose(network(make_batch([f])), network(make_batch([cut])))
+    blind = _network(rounds=0)
+    torch.testing.assert_close(blind(make_batch([f])), blind(make_batch([cut])))
+
+
+def test_log_probability_and_entropy(features) -> None:
+    network = _network(rounds=1)
+    batch = make_batch(features)
+    logits = network(batch)
+    actions = sample_actions(logits, torch.Generator().manual_seed(0), samples=2)
+    assert actions.shape == (2, *logits.shape[:-1])
+    log_p = log_probability(logits, actions[0], batch.batch, 3)
+    expected = torch.log_softmax(logits, -1).gather(-1, actions[0].unsqueeze(-1)).squeeze(-1)
+    for g in range(3):
+        rows = slice(int(batch.ptr[g]), int(batch.ptr[g + 1]))
+        torch.testing.assert_close(log_p[g], expected[rows].sum())
+    h = entropy(logits, batch.batch, 3)
+    assert torch.all(h > 0) and torch.all(h <= logits.shape[1] * np.log(4) + 1e-5)
+
+
+def test_untrained_policy_is_neutral(features) -> None:
+    torch.manual_seed(0)
+    network = RegalPolicy(PolicyConfig(actions=ActionConfig(elite_bias=True)))
+    batch = make_batch(features)
+    logits = network(batch)
+    assert torch.all(logits == logits[:1])  # every op alike
+    greedy = greedy_actions(logits)[0]
+    assert greedy.tolist() == [1, 2, 1, 2, 1, 2, 2]  # (m, v) per slot, then the elite bias
+    torch.testing.assert_close(network.baseline(batch), torch.full((3,), -1.0), atol=0.5, rtol=0)
+
+
+def test_sampling_is_seeded(features) -> None:
+    logits = _network(rounds=1)(make_batch(features))
+    first = sample_actions(logits, torch.Generator().manual_seed(5), 3)
+    again = sample_actions(logits, torch.Generator().manual_seed(5), 3)
+    assert torch.equal(first, again)
+
+
+def test_bad_policy_configs() -> None:
+    with pytest.raises(ValueError, match="encoder"):
+        PolicyConfig(encoder="gcn")
+    with pytest.raises(ValueError, match="devices"):
+        PolicyConfig(n_devices=1)

@@ -1,0 +1,135 @@
+import csv
+import json
+import math
+
+import pytest
+import torch
+
+from graphopt.learning.checkpoints import load_policy, read_checkpoint
+from graphopt.learning.rollouts import RolloutEnv
+from graphopt.learning.train_regal import TrainConfig, TrainingError, train
+
+TINY = dict(
+    hidden=16,
+    rounds=2,
+    feature_evaluations=100,
+    train_evaluations=300,
+    validation_evaluations=300,
+    reference_seeds=1,
+    validation_graphs=4,
+    batch_graphs=2,
+    samples_per_graph=2,
+    learning_rate=3e-3,
+    workers=0,
+    validate_every=2,
+    checkpoint_every=2,
+)
+
+
+def _config(dataset, **changes) -> TrainConfig:
+    return TrainConfig(dataset=str(dataset), **{**TINY, "steps": 4, **changes})
+
+
+def _rows(path):
+    with path.open() as file:
+        return list(csv.DictReader(file))
+
+
+def test_training_writes_checkpoints_and_logs(toy_dataset, tmp_path) -> None:
+    state = train(_config(toy_dataset), tmp_path / "run")
+    run = tmp_path / "run"
+    assert state.step == 4 and state.best_step in (0, 2, 4)
+    rows = _rows(run / "log.csv")
+    assert [int(r["step"]) for r in rows] == [0, 1, 2, 3, 4]
+    assert rows[0]["validation_reward"] and not rows[0]["reward"]
+    assert rows[2]["validation_reward"] and not rows[1]["validation_reward"]
+    assert json.loads((run / "config.json").read_text())["steps"] == 4
+    policy = load_policy(run / "best.pt", "peak-memory", 2)
+    assert policy.metadata["step"] == state.best_step
+    assert policy.metadata["validation_reward"] == pytest.approx(state.best_validation)
+
+
+def test_resuming_reproduces_the_uninterrupted_run(toy_dataset, tmp_path) -> None:
+    train(_config(toy_dataset, steps=6), tmp_path / "straight")
+    train(_config(toy_dataset, steps=4), tmp_path / "killed")  # as if killed after step 4
+    train(_config(toy_dataset, steps=6), tmp_path / "killed", resume=True)
+    straight = read_checkpoint(tmp_path / "straight" / "last.pt")
+    resumed = read_checkpoint(tmp_path / "killed" / "last.pt")
+    assert straight["step"] == resumed["step"] == 6
+    for key, value in straight["model_state"].items():
+        assert torch.equal(resumed["model_state"][key], value), key
+
+    def without_time(path):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in _rows(path / "log.csv")]
+
+    assert without_time(tmp_path / "straight") == without_time(tmp_path / "killed")
+
+
+def test_an_existing_run_needs_resume(toy_dataset, tmp_path) -> None:
+    train(_config(toy_dataset, steps=2), tmp_path / "run")
+    with pytest.raises(TrainingError, match="already holds a run"):
+        train(_config(toy_dataset, steps=2), tmp_path / "run")
+    with pytest.raises(TrainingError, match="learning_rate differ"):
+        train(_config(toy_dataset, steps=3, learning_rate=0.1), tmp_path / "run", resume=True)
+
+
+def test_non_finite_rewards_stop_training_and_keep_the_last_checkpoint(
+    toy_dataset, tmp_path, monkeypatch
+) -> None:
+    train(_config(toy_dataset, steps=2), tmp_path / "run")
+    before = (tmp_path / "run" / "last.pt").read_bytes()
+    monkeypatch.setattr(RolloutEnv, "rollout", lambda self, task: math.nan)
+    with pytest.raises(TrainingError, match="step 3: non-finite rewards"):
+        train(_config(toy_dataset, steps=4), tmp_path / "run", resume=True)
+    assert (tmp_path / "run" / "last.pt").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"advantage": "median"}, "advantage must be"),
+        ({"advantage": "sample-mean", "samples_per_graph": 1}, "needs samples_per_graph >= 2"),
+        ({"train_evaluations": 50}, "feature_evaluations < train_evaluations"),
+        ({"search": "anneal"}, "search must be"),
+        ({"objective": "speed"}, "unknown objective"),
+        ({"steps": 0}, "steps must be >= 1"),
+    ],
+)
+def test_bad_configs(changes, message) -> None:
+    with pytest.raises(Exception, match=message):
+        TrainConfig(**changes)
+
+
+def test_config_files(tmp_path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"steps": 3, "adam_betas": [0.8, 0.9]}))
+    config = TrainConfig.load(path)
+    assert config.steps == 3 and config.adam_betas == (0.8, 0.9)
+    path.write_text(json.dumps({"stepz": 3}))
+    with pytest.raises(TrainingError, match="unknown training config field.*stepz"):
+        TrainConfig.load(path)
+    with pytest.raises(TrainingError, match="no training config file"):
+        TrainConfig.load(tmp_path / "missing.json")
+    path.write_text("{")
+    with pytest.raises(TrainingError, match="not valid JSON"):
+        TrainConfig.load(path)
+
+
+@pytest.mark.ray
+def test_ray_local_mode_gives_the_same_rollouts(toy_dataset) -> None:
+    ray = pytest.importorskip("ray")
+    from graphopt.learning.actions import ActionConfig
+    from graphopt.learning.rollouts import EnvSpec, RayRollouts, SerialRollouts
+
+    spec = EnvSpec(str(toy_dataset), 2, "makespan", "brkga", 100, ActionConfig())
+    items = [("train", i, 300, 1) for i in range(3)]
+    pool = RayRollouts(spec, "local", 2)
+    try:
+        remote = pool.map("prepare", items)
+    finally:
+        pool.close()
+        ray.shutdown()
+    local = SerialRollouts(spec).map("prepare", items)
+    assert [p.reference for p in remote] == [p.reference for p in local]
+    for a, b in zip(remote, local, strict=True):
+        assert (a.features.node == b.features.node).all()

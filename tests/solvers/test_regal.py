@@ -1,0 +1,93 @@
+import numpy as np
+import pytest
+import torch
+
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.generators import generate
+from graphopt.learning.actions import ActionConfig
+from graphopt.learning.checkpoints import policy_record, save_checkpoint
+from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.optimize import optimize
+from graphopt.solvers.base import Budget, Problem, SolverError
+from graphopt.solvers.regal import Regal, RegalConfig, learned_solver
+
+
+@pytest.fixture(scope="module")
+def policy_file(tmp_path_factory):
+    """An untrained policy with random heads (so that ops get different distributions)."""
+    torch.manual_seed(1)
+    network = RegalPolicy(PolicyConfig(rounds=2, actions=ActionConfig(elite_bias=True)))
+    for head in [*network.beta_heads, network.bias_head]:
+        torch.nn.init.normal_(head[-1].weight)
+    path = tmp_path_factory.mktemp("policy") / "peak.pt"
+    save_checkpoint(path, policy_record(network, "peak-memory", "brkga", 400))
+    return str(path)
+
+
+@pytest.mark.parametrize("search", ["brkga", "random"])
+def test_budget_is_exact_and_result_rescored(policy_file, search) -> None:
+    graph = generate("layered", 60, seed=3)
+    problem = Problem(graph, Machine(n_devices=2))
+    solver = Regal(RegalConfig(policy=policy_file, search=search))
+    result = solver.solve(problem, Budget(evaluations=1500), seed=2)
+    assert result.evaluations == 1500
+    assert result.value == problem.scorer.score(result.solution).peak_memory
+    again = Regal(RegalConfig(policy=policy_file, search=search)).solve(
+        problem, Budget(evaluations=1500), seed=2
+    )
+    assert again.value == result.value
+    np.testing.assert_array_equal(again.solution.order, result.solution.order)
+
+
+def test_sampled_actions(policy_file) -> None:
+    problem = Problem(generate("erdos_renyi", 40, seed=3), Machine(n_devices=2))
+    result = Regal(RegalConfig(policy=policy_file, greedy=False)).solve(
+        problem, Budget(evaluations=800), seed=1
+    )
+    assert result.evaluations == 800
+
+
+def test_budget_smaller_than_the_feature_run(policy_file) -> None:
+    problem = Problem(generate("layered", 30, seed=3), Machine(n_devices=2))
+    result = Regal(RegalConfig(policy=policy_file)).solve(problem, Budget(evaluations=150))
+    assert result.evaluations == 150
+
+
+def test_starts_from_the_feature_run_so_never_worse_than_it(policy_file) -> None:
+    problem = Problem(generate("erdos_renyi", 80, seed=5), Machine(n_devices=2))
+    full = Regal(RegalConfig(policy=policy_file)).solve(problem, Budget(evaluations=2000), seed=0)
+    features_only = Regal(RegalConfig(policy=policy_file)).solve(
+        problem, Budget(evaluations=400), seed=0
+    )
+    assert full.value <= features_only.value
+
+
+def test_refuses_a_policy_for_another_problem(policy_file) -> None:
+    graph = generate("layered", 30, seed=3)
+    with pytest.raises(SolverError, match="trained for 2 devices; the machine has 3"):
+        Regal(RegalConfig(policy=policy_file)).solve(
+            Problem(graph, Machine(n_devices=3)), Budget(evaluations=500)
+        )
+    with pytest.raises(SolverError, match="not makespan"):
+        Regal(RegalConfig(policy=policy_file)).solve(
+            Problem(graph, Machine(n_devices=2), "makespan"), Budget(evaluations=500)
+        )
+
+
+def test_no_shipped_policy_for_three_devices() -> None:
+    with pytest.raises(SolverError, match="no shipped regal policy for peak-memory on 3 devices"):
+        optimize(generate("layered", 20, seed=0), Machine(n_devices=3), solver="regal")
+
+
+def test_policy_option_needs_a_learned_solver(policy_file) -> None:
+    with pytest.raises(SolverError, match="learned solvers"):
+        learned_solver("brkga", policy_file)
+    result = optimize(
+        generate("layered", 20, seed=0),
+        Machine(n_devices=2),
+        solver="idrs",
+        policy=policy_file,
+        evaluations=600,
+    )
+    assert result.solution.solver["name"] == "idrs"
+    assert result.solution.solver["search"] == "random"
