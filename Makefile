@@ -22,6 +22,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/compare_solvers.py $(DEMO)/graph.json --devices 2
 	$(BIN)/graphopt zoo export resnet18 --train -o $(DEMO)/resnet18-train.json
 	$(BIN)/graphopt optimize $(DEMO)/resnet18-train.json --devices 2 -o $(DEMO)/resnet18-solution.json
+	$(BIN)/graphopt optimize $(DEMO)/resnet18-train.json --devices 2 --solver regal -o $(DEMO)/resnet18-regal.json
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -35,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_io.py
 	$(BIN)/python benchmarks/bench_brkga.py
 	$(BIN)/python benchmarks/bench_import.py
+	$(BIN)/python benchmarks/bench_regal.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -294,7 +294,8 @@ def zoo_export(
 @_user_errors
 def dataset_build(
     config: Annotated[
-        str, typer.Argument(help="Dataset config JSON, or 'default' for the built-in one.")
+        str,
+        typer.Argument(help="Dataset config JSON, or a built-in one: 'default' or 'regal'."),
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Directory to write.")],
     overwrite: Annotated[
@@ -305,7 +306,8 @@ def dataset_build(
     """Build a dataset: gather, split by topology (3-1-1), augment, store with a manifest."""
     from graphopt.datasets import DEFAULT_CONFIG, DatasetConfig, build_dataset
 
-    path = DEFAULT_CONFIG if config == "default" else Path(config)
+    shipped = DEFAULT_CONFIG.parent / f"{config}.json"
+    path = shipped if not Path(config).exists() and shipped.is_file() else Path(config)
     manifest = build_dataset(
         DatasetConfig.from_json(path), output, progress=not as_json, overwrite=overwrite
     )

@@ -91,3 +91,23 @@ def test_policy_option_needs_a_learned_solver(policy_file) -> None:
     )
     assert result.solution.solver["name"] == "idrs"
     assert result.solution.solver["search"] == "random"
+
+
+def test_a_graph_ten_times_larger_than_training_graphs_runs(policy_file) -> None:
+    problem = Problem(generate("layered", 3000, seed=1), Machine(n_devices=2))
+    result = Regal(RegalConfig(policy=policy_file)).solve(problem, Budget(evaluations=600))
+    assert result.evaluations == 600
+    assert result.value == problem.scorer.score(result.solution).peak_memory
+
+
+@pytest.mark.parametrize("solver", ["regal", "gas", "idrs"])
+@pytest.mark.parametrize("objective", ["peak-memory", "makespan"])
+def test_shipped_policies_run_zero_shot(solver, objective) -> None:
+    from graphopt.solvers.regal import shipped_policies
+
+    assert {"regal-peak-memory-d2.pt", "regal-makespan-d2.pt"} <= set(shipped_policies())
+    graph = generate("sbm", 120, seed=11)
+    result = optimize(graph, Machine(n_devices=2), objective, solver=solver, evaluations=1000)
+    assert result.evaluations == 1000 and result.solution.solver["name"] == solver
+    score = Problem(graph, Machine(n_devices=2)).scorer.score(result.solution)
+    assert result.value == (score.peak_memory if objective == "peak-memory" else score.makespan)

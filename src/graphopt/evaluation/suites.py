@@ -59,10 +59,12 @@ SUITES: dict[str, Callable[[], list[Graph]]] = {
     "small-100": lambda: _mixed(20, 100),
     "medium-500": lambda: _mixed(10, 500),
     "layered-1000": lambda: [generate("layered", 1000, seed=s) for s in range(3)],
+    "large-3000": lambda: _mixed(5, 3000),
     "zoo-held-out": _zoo_held_out,
 }
 """Suite name -> graphs: 50 graphs of 20 ops (CP-SAT proves optima), 20 of 100 ops, 10 of 500
-ops (all five families in turn), three 1,000-op layered graphs, and the held-out zoo models."""
+ops (all five families in turn), three 1,000-op layered graphs, five of 3,000 ops (ten times
+the largest graph the shipped REGAL policies trained on), and the held-out zoo models."""
 
 
 def dataset_suite(spec: str) -> list[Graph]:

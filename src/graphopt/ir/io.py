@@ -304,7 +304,8 @@ def _read_npz(path: Path) -> Graph:
         )
 
 
-def _read_json(path: Path, error: type[GraphoptError]) -> Any:
+def read_json(path: Path, error: type[GraphoptError]) -> Any:
+    """A JSON file's content; `error` saying where the JSON is broken (or not UTF-8) otherwise."""
     try:
         with path.open("rb") as file:
             return json.load(file)
@@ -337,7 +338,7 @@ def read_graph(path: str | Path) -> Graph:
     try:
         if path.suffix == ".npz":
             return _read_npz(path)
-        return graph_from_json(_read_json(path, GraphError))
+        return graph_from_json(read_json(path, GraphError))
     except GraphError as error:
         raise GraphError(f"{path}: {error}") from None
 
@@ -464,7 +465,7 @@ def read_solution(path: str | Path, graph: Graph, n_devices: int | None = None) 
     if (problem := _open_error(path, SolutionError)) is not None:
         raise problem
     try:
-        return solution_from_json(_read_json(path, SolutionError), graph, n_devices)
+        return solution_from_json(read_json(path, SolutionError), graph, n_devices)
     except SolutionError as error:
         raise SolutionError(f"{path}: {error}") from None
 

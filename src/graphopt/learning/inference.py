@@ -29,13 +29,20 @@ def predict_genes(
         greedy: take each op's most likely actions instead of sampling them.
         rng: seeds the sampling (unused when greedy).
     """
-    with torch.inference_mode():
-        logits = policy.network(make_batch([features]))
-        if greedy:
-            actions = greedy_actions(logits)
-        else:
-            generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
-            actions = sample_actions(logits, generator)[0]
+    threads = torch.get_num_threads()
+    # One graph's forward pass is too small to gain from threads, and torch's thread pool
+    # fights the search's numba threads for the cores (ten times slower when they collide).
+    torch.set_num_threads(1)
+    try:
+        with torch.inference_mode():
+            logits = policy.network(make_batch([features]))
+    finally:
+        torch.set_num_threads(threads)
+    if greedy:
+        actions = greedy_actions(logits)
+    else:
+        generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        actions = sample_actions(logits, generator)[0]
     return gene_distributions(
         actions.numpy(),
         policy.config.actions,

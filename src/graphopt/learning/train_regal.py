@@ -20,7 +20,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import torch
 
 from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
 from graphopt.errors import GraphoptError
+from graphopt.ir.io import read_json
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.checkpoints import (
     CheckpointError,
@@ -208,11 +209,9 @@ class TrainConfig:
                 raise TrainingError(f"no training config file {source} (shipped: {names})")
             path = shipped
         try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as error:
-            raise TrainingError(
-                f"{path}: not valid JSON ({error.msg}, line {error.lineno})"
-            ) from None
+            data = read_json(path, TrainingError)
+        except TrainingError as error:
+            raise TrainingError(f"{path}: {error}") from None
         if not isinstance(data, dict):
             raise TrainingError(f"{path}: a training config is a JSON object")
         return cls.from_dict(data)
@@ -263,7 +262,7 @@ class RunState:
     best_validation: float = -math.inf
     best_step: int = -1
     seconds: float = 0.0
-    history: list[dict[str, float]] | None = None
+    history: list[dict[str, float]] = field(default_factory=list)
 
 
 def train(
@@ -292,7 +291,7 @@ def train(
     optimizer = torch.optim.Adam(
         network.parameters(), config.learning_rate, config.adam_betas, eps=config.adam_eps
     )
-    state = RunState(history=[])
+    state = RunState()
     if resume and last.exists():
         state = _restore(last, config, network, optimizer)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
@@ -458,7 +457,7 @@ def _step(
         "step": step + 1,
         "reward": float(rewards.mean()),
         "baseline": float(baseline.detach().mean()),
-        "loss": float(loss),
+        "loss": float(loss.detach()),
         "policy_loss": float(policy_loss),
         "baseline_loss": float(baseline_loss),
         "entropy": float(mean_entropy),
