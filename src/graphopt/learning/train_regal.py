@@ -458,9 +458,9 @@ def _step(
         "reward": float(rewards.mean()),
         "baseline": float(baseline.detach().mean()),
         "loss": float(loss.detach()),
-        "policy_loss": float(policy_loss),
-        "baseline_loss": float(baseline_loss),
-        "entropy": float(mean_entropy),
+        "policy_loss": float(policy_loss.detach()),
+        "baseline_loss": float(baseline_loss.detach()),
+        "entropy": float(mean_entropy.detach()),
         "grad_norm": norm,
     }
 

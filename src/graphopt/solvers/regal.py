@@ -64,6 +64,7 @@ def shipped_policy_path(method: str, objective: str, n_devices: int) -> Any:
 
 @cache
 def _load(path: str, objective: str, n_devices: int) -> Any:
+    """A policy loaded once per process and reused by every solve (a compiler's setting)."""
     from graphopt.learning.checkpoints import load_policy
 
     return load_policy(path, objective, n_devices)
