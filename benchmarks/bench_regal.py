@@ -30,6 +30,7 @@ from graphopt.learning.policy import make_batch
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA
+from graphopt.solvers.random_keys import RandomKeyDecoder
 from graphopt.solvers.regal import Regal
 
 
@@ -46,7 +47,7 @@ def bench_size(n_ops: int, devices: int, objective: str, evaluations: int, repea
     batch = make_batch([features])
     with torch.inference_mode():
         forward_s = median_seconds(lambda: policy.network(batch), repeats, 1)
-    n_genes = problem.graph.n_ops * (devices + 1) + problem.graph.n_tensors * devices
+    n_genes = RandomKeyDecoder(problem).n_genes
     rng = np.random.default_rng(0)
     alpha, beta = beta_parameters(rng.integers(0, 4, n_genes), rng.integers(0, 4, n_genes), 4)
     mutants = (evaluations // 100, 10)  # generations x mutants per generation

@@ -28,7 +28,7 @@ from graphopt.learning.features import FeatureRun, GraphFeatures, compute_featur
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder
-from graphopt.solvers.regal import random_sampling
+from graphopt.solvers.regal import RegalConfig, random_sampling
 
 FEATURE_SEED = 7_000_000
 """Feature runs of graph i use seed FEATURE_SEED + i (same on every worker)."""
@@ -149,7 +149,7 @@ class RolloutEnv:
         if self.spec.search == "brkga":
             BRKGA(genes=genes).evolve(problem, tracker, rng, resume=run.population)
         else:
-            random_sampling(decoder, genes, tracker, rng, 100)
+            random_sampling(decoder, genes, tracker, rng, RegalConfig().population_size)
         return min(best, tracker.best_key[1])
 
 

@@ -431,7 +431,7 @@ def _step(
     ]
     values = np.asarray(rollouts.map("rollout", tasks), dtype=np.float64)
     references = np.asarray([train_set[i].reference for i in chosen])
-    rewards = -values.reshape(len(samples), len(chosen)) / np.where(references > 0, references, 1.0)
+    rewards = relative_rewards(values.reshape(len(samples), len(chosen)), references)
     reward = torch.from_numpy(rewards).float()
     log_p = torch.stack(
         [log_probability(logits, actions, batch.batch, len(chosen)) for actions in samples]
@@ -463,6 +463,15 @@ def _step(
         "entropy": float(mean_entropy.detach()),
         "grad_norm": norm,
     }
+
+
+def relative_rewards(values: np.ndarray, references: np.ndarray) -> np.ndarray:
+    """REGAL's reward -objective / objective of uniform BRKGA (paper 001 3.3), per graph.
+
+    Shapes:
+        values: [..., n_graphs]; references: [n_graphs] (a zero reference divides by 1).
+    """
+    return -values / np.where(references > 0, references, 1.0)
 
 
 def _validation_row(step: int, reward: float) -> dict[str, float]:
@@ -508,7 +517,7 @@ def validate(
     ]
     values = np.asarray(rollouts.map("rollout", tasks))
     references = np.asarray([prepared[int(i)].reference for i in ids])
-    return float(np.mean(-values / np.where(references > 0, references, 1.0)))
+    return float(np.mean(relative_rewards(values, references)))
 
 
 def _save_policy(path: Path, network: RegalPolicy, config: TrainConfig, state: RunState) -> None:
