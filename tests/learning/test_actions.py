@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from graphopt.learning.actions import ActionConfig, beta_parameters, elite_bias, gene_distributions
+from graphopt.solvers.brkga import BRKGAConfig
 from graphopt.solvers.random_keys import ChromosomeLayout
 
 
@@ -66,6 +67,16 @@ def test_action_subsets_leave_the_other_genes_at_brkga_defaults(placement, sched
     assert np.all(genes.alpha[placed] != 1) == placement
     assert np.all(genes.alpha[priority] != 1) == scheduling
     assert np.all(genes.elite_bias[: layout.transfer_priority] != 0.7) == bias
+
+
+def test_genes_the_policy_does_not_predict_follow_the_search_config() -> None:
+    layout = ChromosomeLayout(n_ops=4, n_tensors=3, n_devices=2)
+    config = ActionConfig(4, placement=False, scheduling=True)
+    search = BRKGAConfig(elite_bias=0.6, mutant_alpha=1.0, mutant_beta=0.5)
+    genes = gene_distributions(np.full((4, 2), 1), config, layout, np.array([0, 1, 3]), search)
+    assert np.all(genes.elite_bias == 0.6)
+    assert np.all(genes.beta[: layout.op_priority] == 0.5)
+    assert np.all(genes.beta[layout.op_priority :] != 0.5)
 
 
 def test_an_action_config_must_act() -> None:

@@ -8,6 +8,7 @@ from graphopt.learning.checkpoints import (
     save_checkpoint,
 )
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.solvers.regal import InnerSearch
 
 
 def _saved(path, devices=2, objective="peak-memory", **changes):
@@ -23,6 +24,7 @@ def test_round_trip(tmp_path) -> None:
     network = _saved(tmp_path / "p.pt")
     loaded = load_policy(tmp_path / "p.pt", "peak-memory", 2)
     assert loaded.config == network.config and loaded.search == "brkga"
+    assert loaded.inner == InnerSearch()
     for key, value in network.state_dict().items():
         assert torch.equal(loaded.network.state_dict()[key], value)
     assert not (tmp_path / "p.pt.partial").exists()
@@ -56,3 +58,28 @@ def test_not_a_checkpoint(tmp_path) -> None:
     torch.save({"something": 1}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a graphopt REGAL policy"):
         load_policy(tmp_path / "other.pt")
+
+
+def test_the_inner_search_is_recorded(tmp_path) -> None:
+    torch.manual_seed(0)
+    network = RegalPolicy(PolicyConfig(rounds=2))
+    inner = InnerSearch(brkga="tuned", kept=10)
+    save_checkpoint(tmp_path / "p.pt", policy_record(network, "makespan", "brkga", 400, inner))
+    assert load_policy(tmp_path / "p.pt", "makespan", 2).inner == inner
+
+
+def test_a_checkpoint_from_before_the_inner_search_setting_uses_the_defaults(tmp_path) -> None:
+    _saved(tmp_path / "p.pt")
+    record = torch.load(tmp_path / "p.pt", weights_only=True)
+    del record["inner_search"]
+    save_checkpoint(tmp_path / "p.pt", record)
+    assert load_policy(tmp_path / "p.pt").inner == InnerSearch()
+
+
+def test_an_anchored_policy_round_trips(tmp_path) -> None:
+    torch.manual_seed(0)
+    network = RegalPolicy(PolicyConfig(rounds=2, anchor=2.5))
+    save_checkpoint(tmp_path / "p.pt", policy_record(network, "makespan", "brkga", 400))
+    loaded = load_policy(tmp_path / "p.pt", "makespan", 2).network
+    assert loaded.config.anchor == 2.5
+    assert loaded.anchor is not None and torch.equal(loaded.anchor, network.anchor)

@@ -89,6 +89,24 @@ def test_untrained_policy_is_neutral(features) -> None:
     torch.testing.assert_close(network.baseline(batch), torch.full((3,), -1.0), atol=0.5, rtol=0)
 
 
+@pytest.mark.parametrize("actions", [ActionConfig(), ActionConfig(placement=False)])
+def test_the_anchored_policy_starts_from_the_feature_run_heuristic(features, actions) -> None:
+    torch.manual_seed(0)
+    network = RegalPolicy(PolicyConfig(rounds=2, actions=actions, anchor=4.0))
+    logits = network(make_batch(features))
+    greedy = greedy_actions(logits).numpy()
+    node = np.concatenate([f.node for f in features])
+    targets = [node[:, 5], node[:, 6]] if actions.placement else []
+    targets.append(1.0 - node[:, 7])
+    for slot, target in enumerate(targets):
+        distance = np.abs(greedy[:, 2 * slot] - target * 3)
+        assert np.all(distance <= 0.5 + 1e-6)  # a nearest level (either one on a tie)
+        assert np.all(greedy[:, 2 * slot + 1] == 0)  # the narrowest spread
+    (logits[..., 0].sum()).backward()
+    assert network.anchor is not None and network.anchor.grad is not None
+    assert torch.all(network.anchor.grad != 0)
+
+
 def test_sampling_is_seeded(features) -> None:
     logits = _network(rounds=1)(make_batch(features))
     first = sample_actions(logits, torch.Generator().manual_seed(5), 3)
@@ -101,3 +119,7 @@ def test_bad_policy_configs() -> None:
         PolicyConfig(encoder="gcn")
     with pytest.raises(ValueError, match="devices"):
         PolicyConfig(n_devices=1)
+    with pytest.raises(ValueError, match="anchor needs placement or scheduling"):
+        PolicyConfig(
+            anchor=1.0, actions=ActionConfig(placement=False, scheduling=False, elite_bias=True)
+        )

@@ -49,15 +49,21 @@ def test_training_writes_checkpoints_and_logs(toy_dataset, tmp_path) -> None:
     assert policy.metadata["validation_reward"] == pytest.approx(state.best_validation)
 
 
-def test_resuming_reproduces_the_uninterrupted_run(toy_dataset, tmp_path) -> None:
-    train(_config(toy_dataset, steps=6), tmp_path / "straight")
-    train(_config(toy_dataset, steps=4), tmp_path / "killed")  # as if killed after step 4
-    train(_config(toy_dataset, steps=6), tmp_path / "killed", resume=True)
+@pytest.mark.parametrize(
+    "inner", [{}, {"brkga_preset": "tuned", "kept_from_feature_run": 10, "anchor": 4.0}]
+)
+def test_resuming_reproduces_the_uninterrupted_run(toy_dataset, tmp_path, inner) -> None:
+    train(_config(toy_dataset, steps=6, **inner), tmp_path / "straight")
+    train(_config(toy_dataset, steps=4, **inner), tmp_path / "killed")  # killed after step 4
+    train(_config(toy_dataset, steps=6, **inner), tmp_path / "killed", resume=True)
     straight = read_checkpoint(tmp_path / "straight" / "last.pt")
     resumed = read_checkpoint(tmp_path / "killed" / "last.pt")
     assert straight["step"] == resumed["step"] == 6
     for key, value in straight["model_state"].items():
         assert torch.equal(resumed["model_state"][key], value), key
+    policy = load_policy(tmp_path / "straight" / "best.pt")
+    assert policy.inner == TrainConfig(**inner).inner
+    assert policy.config.anchor == inner.get("anchor")
 
     def without_time(path):
         return [{k: v for k, v in r.items() if k != "seconds"} for r in _rows(path / "log.csv")]
@@ -93,6 +99,8 @@ def test_non_finite_rewards_stop_training_and_keep_the_last_checkpoint(
         ({"search": "anneal"}, "search must be"),
         ({"objective": "speed"}, "unknown objective"),
         ({"steps": 0}, "steps must be >= 1"),
+        ({"brkga_preset": "nope"}, "bad inner search: no BRKGA preset named 'nope'"),
+        ({"kept_from_feature_run": 0}, "bad inner search: kept must be >= 1"),
     ],
 )
 def test_bad_configs(changes, message) -> None:

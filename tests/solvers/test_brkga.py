@@ -127,6 +127,21 @@ def test_tuning_grid_search_picks_the_best_setting() -> None:
         grid_configs({"speed": [1]})
 
 
+def test_presets_are_chosen_by_objective() -> None:
+    peak, makespan = (
+        BRKGAConfig.preset("tuned", "peak-memory"),
+        BRKGAConfig.preset("tuned", "makespan"),
+    )
+    assert peak == BRKGAConfig.preset("tuned") and makespan != peak
+    graph = generate("layered", 30, seed=0)
+    for objective in ("peak-memory", "makespan"):
+        problem = Problem(graph, Machine(2), objective)
+        assert BRKGA("tuned").config_for(problem) == BRKGAConfig.preset("tuned", objective)
+    assert BRKGA("tuned").options()["preset"] == "tuned"
+    with pytest.raises(SolverError, match="no BRKGA preset named 'nope'"):
+        BRKGA("nope")
+
+
 def test_shipped_tuned_preset_loads() -> None:
     config = BRKGAConfig.preset("tuned")
     assert config.population >= config.elites + config.children

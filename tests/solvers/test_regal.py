@@ -9,7 +9,7 @@ from graphopt.learning.checkpoints import policy_record, save_checkpoint
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Problem, SolverError
-from graphopt.solvers.regal import Regal, RegalConfig, learned_solver
+from graphopt.solvers.regal import InnerSearch, Regal, RegalConfig, learned_solver
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,29 @@ def test_starts_from_the_feature_run_so_never_worse_than_it(policy_file) -> None
         problem, Budget(evaluations=400), seed=0
     )
     assert full.value <= features_only.value
+
+
+@pytest.mark.parametrize("inner", [InnerSearch(kept=1), InnerSearch(brkga="tuned", kept=10)])
+def test_the_recorded_inner_search_is_used(tmp_path, inner) -> None:
+    torch.manual_seed(1)
+    network = RegalPolicy(PolicyConfig(rounds=2))
+    problem = Problem(generate("layered", 60, seed=3), Machine(n_devices=2), "makespan")
+    results = []
+    for name, search in (("inner", inner), ("default", None)):
+        path = tmp_path / f"{name}.pt"
+        save_checkpoint(path, policy_record(network, "makespan", "brkga", 400, search))
+        solver = Regal(RegalConfig(policy=str(path)))
+        results.append(solver.solve(problem, Budget(evaluations=1500), seed=2))
+    assert results[0].evaluations == 1500
+    assert results[0].value == problem.scorer.score(results[0].solution).makespan
+    assert not np.array_equal(results[0].solution.order, results[1].solution.order)
+
+
+def test_inner_search_errors() -> None:
+    with pytest.raises(SolverError, match="kept must be >= 1"):
+        InnerSearch(kept=0)
+    with pytest.raises(SolverError, match="no BRKGA preset named 'nope'"):
+        InnerSearch(brkga="nope")
 
 
 def test_refuses_a_policy_for_another_problem(policy_file) -> None:

@@ -5,8 +5,8 @@ mu = (m + 1) / (k + 1) and the variance sigma^2 = mu (1 - mu) (v + 1) / (k + 1),
 beta = mu (1 - mu)^2 / sigma^2 - 1 + mu and alpha = beta mu / (1 - mu). An elite bias is one
 integer c in {0..k-1}, read as 0.5 (1 + c / k). An op has one Beta distribution per device
 (its placement genes) and one for its scheduling priority; which of the three kinds of action
-the policy takes is configurable (paper 001 table 3), the others keep BRKGA's defaults
-(uniform genes, elite bias 0.7).
+the policy takes is configurable (paper 001 table 3), the others keep the values of the BRKGA
+configuration the search runs with (by default uniform genes and elite bias 0.7).
 
 Paper 000 (A.2) leaves the transfer priorities uniform. Here each transfer's priority genes
 follow the priority distribution of the tensor's producer instead: the decoder ranks transfers
@@ -75,6 +75,7 @@ def gene_distributions(
     config: ActionConfig,
     layout: ChromosomeLayout,
     tensor_producer: np.ndarray,
+    defaults: BRKGAConfig | None = None,
 ) -> GeneDistributions:
     """BRKGA's per-gene distributions for one graph's actions.
 
@@ -85,9 +86,11 @@ def gene_distributions(
         layout: the chromosome's layout.
         tensor_producer: [n_tensors] producer op of each tensor (its transfers' genes follow
             the producer's priority gene).
+        defaults: the search's BRKGA configuration, whose mutant distribution and elite bias
+            the genes the policy does not predict keep (None: paper 001's defaults).
     """
     n_ops, d = layout.n_ops, layout.n_devices
-    defaults = BRKGAConfig()
+    defaults = defaults or BRKGAConfig()
     alpha = np.full(layout.size, defaults.mutant_alpha)
     beta = np.full(layout.size, defaults.mutant_beta)
     bias = np.full(layout.size, defaults.elite_bias)

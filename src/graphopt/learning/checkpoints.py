@@ -19,6 +19,7 @@ from graphopt.errors import GraphoptError
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.features import FEATURE_SET, node_feature_names
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.solvers.regal import InnerSearch
 
 FORMAT = "graphopt.regal-policy/1"
 
@@ -36,6 +37,8 @@ class TrainedPolicy:
         objective: 'peak-memory' or 'makespan'.
         search: 'brkga' (REGAL, GAS) or 'random' (IDRS) inner search it was trained with.
         feature_evaluations: evaluations of the feature run it expects.
+        inner: the BRKGA settings it was trained with (checkpoints older than the setting
+            were trained with the defaults).
         metadata: training facts (steps, validation reward, dataset, ...), for model cards.
     """
 
@@ -43,6 +46,7 @@ class TrainedPolicy:
     objective: str
     search: str
     feature_evaluations: int
+    inner: InnerSearch
     metadata: dict[str, Any]
 
     @property
@@ -52,7 +56,11 @@ class TrainedPolicy:
 
 
 def policy_record(
-    network: RegalPolicy, objective: str, search: str, feature_evaluations: int
+    network: RegalPolicy,
+    objective: str,
+    search: str,
+    feature_evaluations: int,
+    inner: InnerSearch | None = None,
 ) -> dict[str, Any]:
     """The part of a checkpoint that says what the weights are for."""
     return {
@@ -63,6 +71,7 @@ def policy_record(
         "objective": objective,
         "search": search,
         "feature_evaluations": feature_evaluations,
+        "inner_search": asdict(inner or InnerSearch()),
         "model_state": network.state_dict(),
     }
 
@@ -123,5 +132,6 @@ def load_policy(
         record["objective"],
         record["search"],
         int(record["feature_evaluations"]),
+        InnerSearch(**record.get("inner_search", {})),
         dict(record.get("metadata", {})),
     )

@@ -48,4 +48,5 @@ def predict_genes(
         policy.config.actions,
         decoder.layout,
         decoder.problem.graph.tensor_producer,
+        policy.inner.config(decoder.problem.objective.value),
     )

@@ -28,7 +28,7 @@ from graphopt.learning.features import FeatureRun, GraphFeatures, compute_featur
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder
-from graphopt.solvers.regal import RegalConfig, random_sampling
+from graphopt.solvers.regal import InnerSearch, RegalConfig, random_sampling
 
 FEATURE_SEED = 7_000_000
 """Feature runs of graph i use seed FEATURE_SEED + i (same on every worker)."""
@@ -47,6 +47,7 @@ class EnvSpec:
         search: 'brkga' or 'random' (IDRS).
         feature_evaluations: evaluations of each graph's feature run.
         actions: the action space the tasks' actions come from.
+        inner: how BRKGA continues after the feature run.
     """
 
     dataset: str
@@ -55,6 +56,7 @@ class EnvSpec:
     search: str
     feature_evaluations: int
     actions: ActionConfig
+    inner: InnerSearch = InnerSearch()
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,11 @@ class RolloutEnv:
         problem, run = self.feature_run(task.split, task.index)
         decoder = RandomKeyDecoder(problem)
         genes = gene_distributions(
-            task.actions, self.spec.actions, decoder.layout, problem.graph.tensor_producer
+            task.actions,
+            self.spec.actions,
+            decoder.layout,
+            problem.graph.tensor_producer,
+            self.spec.inner.config(self.spec.objective),
         )
         remaining = task.evaluations - self.spec.feature_evaluations
         best = float(run.population.value[0])
@@ -147,7 +153,7 @@ class RolloutEnv:
         tracker = Tracker(problem, Budget(evaluations=remaining))
         rng = np.random.default_rng(task.seed)
         if self.spec.search == "brkga":
-            BRKGA(genes=genes).evolve(problem, tracker, rng, resume=run.population)
+            self.spec.inner.evolve(problem, tracker, rng, genes, run.population)
         else:
             random_sampling(decoder, genes, tracker, rng, RegalConfig().population_size)
         return min(best, tracker.best_key[1])

@@ -48,7 +48,8 @@ from graphopt.learning.policy import (
     sample_actions,
 )
 from graphopt.learning.rollouts import EnvSpec, Prepared, RolloutTask, make_rollouts
-from graphopt.solvers.base import Objective
+from graphopt.solvers.base import Objective, SolverError
+from graphopt.solvers.regal import InnerSearch
 
 CONFIGS = Path(__file__).parent / "configs"
 """Shipped training configs (`graphopt train regal NAME` finds them by name)."""
@@ -70,6 +71,9 @@ class TrainConfig:
         n_devices: devices of the machine (paper 001: 2; transfers free, no capacity).
         encoder: 'mpnn' (REGAL) or 'lstm' (GAS).
         search: 'brkga' (REGAL, GAS) or 'random' (IDRS).
+        brkga_preset: BRKGA preset the inner search runs with (None: paper 001's defaults).
+        kept_from_feature_run: the feature run's best chromosomes that start the inner
+            search; the rest are drawn from the policy's distributions (None: all of them).
         hidden: network width (A.5: 32).
         rounds: message-passing rounds T (A.5: 16).
         aggregation: 'mean' or 'add' message aggregation.
@@ -78,6 +82,8 @@ class TrainConfig:
         scheduling: learn priority-gene distributions (table 3).
         elite_bias: learn elite biases (table 3).
         initial_mode_logit: logit advantage of each head's initial action (exploration).
+        anchor: initial strength of the policy's feature anchor (`PolicyConfig.anchor`;
+            None: the paper's network).
         feature_evaluations: evaluations of each graph's feature run (A.1: 400).
         train_evaluations: budget of a training rollout and its reference (A.5: 1,000).
         validation_evaluations: budget of validation runs (paper: 5,000).
@@ -108,6 +114,8 @@ class TrainConfig:
     n_devices: int = 2
     encoder: str = "mpnn"
     search: str = "brkga"
+    brkga_preset: str | None = None
+    kept_from_feature_run: int | None = None
     hidden: int = 32
     rounds: int = 16
     aggregation: str = "mean"
@@ -116,6 +124,7 @@ class TrainConfig:
     scheduling: bool = True
     elite_bias: bool = False
     initial_mode_logit: float = 3.0
+    anchor: float | None = None
     feature_evaluations: int = FEATURE_EVALUATIONS
     train_evaluations: int = 1000
     validation_evaluations: int = 5000
@@ -158,6 +167,10 @@ class TrainConfig:
         ):
             if getattr(self, name) < 1:
                 raise TrainingError(f"{name} must be >= 1, got {getattr(self, name)}")
+        try:
+            InnerSearch(self.brkga_preset, self.kept_from_feature_run)
+        except SolverError as error:
+            raise TrainingError(f"bad inner search: {error}") from None
         if self.workers < 0:
             raise TrainingError(f"workers must be >= 0, got {self.workers}")
         if not self.feature_evaluations < self.train_evaluations <= self.validation_evaluations:
@@ -166,6 +179,11 @@ class TrainConfig:
                 f"validation_evaluations, got {self.feature_evaluations}, "
                 f"{self.train_evaluations}, {self.validation_evaluations}"
             )
+
+    @property
+    def inner(self) -> InnerSearch:
+        """How BRKGA continues after the feature run, in training and in the solver."""
+        return InnerSearch(self.brkga_preset, self.kept_from_feature_run)
 
     @property
     def policy(self) -> PolicyConfig:
@@ -179,6 +197,7 @@ class TrainConfig:
             self.aggregation,
             actions,
             self.initial_mode_logit,
+            self.anchor,
         )
 
     @classmethod
@@ -305,6 +324,7 @@ def train(
         config.search,
         config.feature_evaluations,
         config.policy.actions,
+        config.inner,
     )
     rollouts = make_rollouts(spec, config.workers, ray_address)
     try:
@@ -521,7 +541,9 @@ def validate(
 
 
 def _save_policy(path: Path, network: RegalPolicy, config: TrainConfig, state: RunState) -> None:
-    record = policy_record(network, config.objective, config.search, config.feature_evaluations)
+    record = policy_record(
+        network, config.objective, config.search, config.feature_evaluations, config.inner
+    )
     record["metadata"] = {
         "train_config": json.dumps(asdict(config)),
         "step": state.step,
@@ -538,7 +560,9 @@ def _save_run(
     config: TrainConfig,
     state: RunState,
 ) -> None:
-    record = policy_record(network, config.objective, config.search, config.feature_evaluations)
+    record = policy_record(
+        network, config.objective, config.search, config.feature_evaluations, config.inner
+    )
     record.update(
         train_config=json.dumps(asdict(config)),
         optimizer_state=optimizer.state_dict(),

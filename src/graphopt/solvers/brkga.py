@@ -82,9 +82,16 @@ class BRKGAConfig:
         return self.population - self.elites - self.children
 
     @classmethod
-    def preset(cls, name: str) -> BRKGAConfig:
-        """A named configuration shipped with the package (e.g. 'tuned', see tuning.py)."""
-        path = resources.files("graphopt.solvers.presets").joinpath(f"brkga-{name}.json")
+    def preset(cls, name: str, objective: str | None = None) -> BRKGAConfig:
+        """A named configuration shipped with the package (e.g. 'tuned', see tuning.py).
+
+        A preset tuned for a particular objective, `brkga-<name>-<objective>.json`, is chosen
+        over the plain `brkga-<name>.json` (tuned for peak memory) when it exists.
+        """
+        folder = resources.files("graphopt.solvers.presets")
+        path = folder.joinpath(f"brkga-{name}.json")
+        if objective is not None and folder.joinpath(f"brkga-{name}-{objective}.json").is_file():
+            path = folder.joinpath(f"brkga-{name}-{objective}.json")
         if not path.is_file():
             raise SolverError(f"no BRKGA preset named {name!r}")
         data = json.loads(path.read_text())
@@ -140,12 +147,17 @@ class FinalPopulation:
         rank = np.lexsort((value, excess))[:size]
         return cls(keys[rank].copy(), np.asarray(excess)[rank], np.asarray(value)[rank])
 
+    def best(self, size: int) -> FinalPopulation:
+        """The first `size` members (all of them when there are fewer)."""
+        return FinalPopulation(self.keys[:size], self.excess[:size], self.value[:size])
+
 
 class BRKGA(Solver):
     """Biased random-key genetic algorithm over `RandomKeyDecoder` chromosomes.
 
     Args:
-        config: hyper-parameters.
+        config: hyper-parameters, or the name of a preset, chosen for each problem's
+            objective (`BRKGAConfig.preset`).
         genes: optional per-gene mutant distributions and elite biases; they override the
             config's scalar `mutant_alpha`, `mutant_beta` and `elite_bias`.
         name: the name recorded in solutions (presets and REGAL run under their own).
@@ -155,17 +167,26 @@ class BRKGA(Solver):
 
     def __init__(
         self,
-        config: BRKGAConfig | None = None,
+        config: BRKGAConfig | str | None = None,
         genes: GeneDistributions | None = None,
         name: str = "brkga",
     ) -> None:
+        if isinstance(config, str):
+            BRKGAConfig.preset(config)
         self.config = config or BRKGAConfig()
         self.genes = genes
         self.name = name
 
     def options(self) -> dict[str, Any]:
-        """Config fields, plus whether per-gene distributions were given."""
-        return {**asdict(self.config), "per_gene_distributions": self.genes is not None}
+        """Config fields (or the preset's name), plus whether per-gene distributions were given."""
+        config = {"preset": self.config} if isinstance(self.config, str) else asdict(self.config)
+        return {**config, "per_gene_distributions": self.genes is not None}
+
+    def config_for(self, problem: Problem) -> BRKGAConfig:
+        """The hyper-parameters this run uses: the preset for the problem's objective, if named."""
+        if isinstance(self.config, str):
+            return BRKGAConfig.preset(self.config, problem.objective.value)
+        return self.config
 
     def run(
         self,
@@ -199,10 +220,10 @@ class BRKGA(Solver):
             resume: a scored population (e.g. a previous run's last) whose best members fill
                 the first population after `initial`, without being evaluated again.
         """
-        config = self.config
+        config = self.config_for(problem)
         decoder = RandomKeyDecoder(problem, config.symmetry_breaking)
         n_genes = decoder.n_genes
-        sample_mutants = self._mutant_sampler(n_genes, rng)
+        sample_mutants = self._mutant_sampler(config, n_genes, rng)
         elite_bias = self.genes.elite_bias if self.genes is not None else config.elite_bias
 
         bias = np.broadcast_to(np.asarray(elite_bias, dtype=np.float64), (n_genes,))
@@ -246,21 +267,21 @@ class BRKGA(Solver):
             population, spare = spare, population
 
     def _mutant_sampler(
-        self, n_genes: int, rng: np.random.Generator
+        self, config: BRKGAConfig, n_genes: int, rng: np.random.Generator
     ) -> Callable[[int], np.ndarray]:
         """A function m -> [m, n_genes] mutants from the configured distributions."""
         if self.genes is not None:
             self.genes.check(n_genes)
             return BetaSampler(self.genes.alpha, self.genes.beta, rng)
-        a, b = self.config.mutant_alpha, self.config.mutant_beta
+        a, b = config.mutant_alpha, config.mutant_beta
         if a == 1.0 and b == 1.0:
             return lambda m: rng.random((m, n_genes))
         return lambda m: rng.beta(a, b, size=(m, n_genes))
 
 
 def tuned_brkga() -> BRKGA:
-    """BRKGA with the shipped grid-searched preset (see `graphopt.solvers.tuning`)."""
-    return BRKGA(BRKGAConfig.preset("tuned"), name="brkga-tuned")
+    """BRKGA with the shipped grid-searched preset for the objective (`graphopt.solvers.tuning`)."""
+    return BRKGA("tuned", name="brkga-tuned")
 
 
 BIAS_LEVELS = 1 << 16

@@ -3,8 +3,11 @@
 Paper 001 section 3 and appendix A.1: with K evaluations, 400 go to a uniform BRKGA run whose
 last population gives the policy its aggregate features, the policy reads the graph once and
 predicts per-op Beta distributions (and optionally elite biases), and the remaining K - 400
-evaluations go to BRKGA sampling its mutants from them. BRKGA continues from the feature run's
-last population, so those 400 evaluations also count as search. Variants:
+evaluations go to BRKGA sampling its mutants from them. BRKGA continues from the best members
+of the feature run's last population (all of them by default), so those 400 evaluations also
+count as search; the rest of its first population is drawn from the predicted distributions.
+How many members it keeps and which BRKGA hyper-parameters it runs with (`InnerSearch`) are
+part of what a policy is trained for, so its checkpoint records them. Variants:
 
 - `regal`: the message-passing policy shipped for the objective and device count;
 - `gas`: the graph-as-sequence (LSTM) policy (paper 001 section 4.2);
@@ -26,10 +29,50 @@ import numpy as np
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import BudgetExhausted, Problem, Solver, SolverError, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
-from graphopt.solvers.brkga import BRKGA, GeneDistributions
+from graphopt.solvers.brkga import BRKGA, BRKGAConfig, FinalPopulation, GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
 SEARCHES = ("brkga", "random")
+
+
+@dataclass(frozen=True)
+class InnerSearch:
+    """How BRKGA continues after the feature run (a policy is trained for one of these).
+
+    Attributes:
+        brkga: name of a BRKGA preset (`BRKGAConfig.preset`, chosen for the objective), or
+            None for paper 001's hyper-parameters (population 100, 10 elites, 80 children).
+        kept: how many of the feature run's best chromosomes start the search; the rest of
+            the first population is sampled from the policy's distributions (None: keep
+            the whole last population).
+    """
+
+    brkga: str | None = None
+    kept: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.brkga is not None:
+            BRKGAConfig.preset(self.brkga)
+        if self.kept is not None and self.kept < 1:
+            raise SolverError(f"kept must be >= 1 (or None for all), got {self.kept}")
+
+    def config(self, objective: str) -> BRKGAConfig:
+        """The BRKGA hyper-parameters for an objective."""
+        return BRKGAConfig() if self.brkga is None else BRKGAConfig.preset(self.brkga, objective)
+
+    def evolve(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        genes: GeneDistributions,
+        feature_run: FinalPopulation,
+        initial: Sequence[Solution] = (),
+    ) -> None:
+        """BRKGA with the policy's distributions, from the feature run's best members."""
+        kept = feature_run if self.kept is None else feature_run.best(self.kept)
+        config = self.config(problem.objective.value)
+        BRKGA(config, genes=genes).evolve(problem, tracker, rng, initial, resume=kept)
 
 
 @dataclass(frozen=True)
@@ -129,7 +172,7 @@ class Regal(Solver):
         decoder = RandomKeyDecoder(problem)
         genes = predict_genes(policy, feature_run.features, decoder, self.config.greedy, rng)
         if self.config.search == "brkga":
-            BRKGA(genes=genes).evolve(problem, tracker, rng, initial, resume=feature_run.population)
+            policy.inner.evolve(problem, tracker, rng, genes, feature_run.population, initial)
         else:
             random_sampling(decoder, genes, tracker, rng, self.config.population_size)
         tracker.check()

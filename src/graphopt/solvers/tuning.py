@@ -35,6 +35,13 @@ DEFAULT_GRID: dict[str, list[Any]] = {
 """A 216-setting grid over the parameters the paper tunes (mutants = population - elites -
 children, so children is derived)."""
 
+STRUCTURE_GRID: dict[str, list[Any]] = {
+    key: values for key, values in DEFAULT_GRID.items() if not key.startswith("mutant_")
+}
+"""The 54 settings of DEFAULT_GRID with uniform mutants: a mutant distribution shared by every
+gene leaves the ranks of the keys, hence the decoded solutions, distributed as with uniform
+genes, so the Beta parameters only matter through how mutant keys mix with inherited ones."""
+
 
 @dataclass(frozen=True)
 class TuningResult:
