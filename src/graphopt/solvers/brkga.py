@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -86,17 +87,24 @@ class BRKGAConfig:
         """A named configuration shipped with the package (e.g. 'tuned', see tuning.py).
 
         A preset tuned for a particular objective, `brkga-<name>-<objective>.json`, is chosen
-        over the plain `brkga-<name>.json` (tuned for peak memory) when it exists.
+        over the plain `brkga-<name>.json` (tuned for peak memory) when it exists. Each file is
+        read once per process: REGAL resolves its preset on every solve and training rollout.
         """
-        folder = resources.files("graphopt.solvers.presets")
-        path = folder.joinpath(f"brkga-{name}.json")
-        if objective is not None and folder.joinpath(f"brkga-{name}-{objective}.json").is_file():
-            path = folder.joinpath(f"brkga-{name}-{objective}.json")
-        if not path.is_file():
-            raise SolverError(f"no BRKGA preset named {name!r}")
-        data = json.loads(path.read_text())
-        known = {f.name for f in fields(cls)}
-        return cls(**{key: value for key, value in data["config"].items() if key in known})
+        return _preset(name, objective)
+
+
+@cache
+def _preset(name: str, objective: str | None) -> BRKGAConfig:
+    """`BRKGAConfig.preset`, read from the package (configs are frozen, so sharing them is safe)."""
+    folder = resources.files("graphopt.solvers.presets")
+    path = folder.joinpath(f"brkga-{name}.json")
+    if objective is not None and folder.joinpath(f"brkga-{name}-{objective}.json").is_file():
+        path = folder.joinpath(f"brkga-{name}-{objective}.json")
+    if not path.is_file():
+        raise SolverError(f"no BRKGA preset named {name!r}")
+    data = json.loads(path.read_text())
+    known = {f.name for f in fields(BRKGAConfig)}
+    return BRKGAConfig(**{key: value for key, value in data["config"].items() if key in known})
 
 
 @dataclass(frozen=True, eq=False)
