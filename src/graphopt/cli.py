@@ -340,7 +340,8 @@ def train_regal(
         ),
     ],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="Run directory (checkpoints, log.csv).")
+        Path,
+        typer.Option("--output", "-o", help="Run directory (checkpoints, log.csv, tensorboard/)."),
     ],
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the run in OUTPUT from last.pt.")

@@ -245,6 +245,37 @@ def test_flops_formulas(op_type, inputs, attrs, flops):
 
 
 @pytest.mark.parametrize(
+    ("op_type", "inputs", "attrs", "flops"),
+    [
+        # seq 5 x batch 2 rows; H 6, I 3: 2*4*6*(3+6) gate matmuls + (4+5)*6 elementwise.
+        ("LSTM", {"x": [5, 2, 3], "w": [1, 24, 3], "r": [1, 24, 6]}, {"hidden_size": 6}, 10 * 486),
+        (
+            "LSTM",  # bidirectional, batch-first, with biases (+2*4*6)
+            {"x": [2, 5, 3], "w": [2, 24, 3], "r": [2, 24, 6], "b": [2, 48]},
+            {"hidden_size": 6, "direction": "bidirectional", "layout": 1},
+            2 * 10 * (486 + 48),
+        ),
+        ("GRU", {"x": [5, 2, 3], "w": [1, 18, 3], "r": [1, 18, 6]}, {"hidden_size": 6}, 10 * 372),
+        ("RNN", {"x": [5, 2, 3], "w": [1, 6, 3], "r": [1, 6, 6]}, {"hidden_size": 6}, 10 * 114),
+        ("Einsum", {"a": [2, 3], "b": [3, 4]}, {"equation": "ij,jk->ik"}, 2 * 2 * 3 * 4),
+        ("Einsum", {"a": [7, 2, 3], "b": [7, 3, 4]}, {"equation": "bij,bjk"}, 2 * 7 * 24),
+        ("Einsum", {"a": [7, 2, 3], "b": [3, 4]}, {"equation": "...ij,jk->...ik"}, 2 * 7 * 24),
+        # (ij,jk) keeps i,k for the output: 2*2*3*4; then (ik,kl): 2*2*4*5.
+        (
+            "Einsum",
+            {"a": [2, 3], "b": [3, 4], "c": [4, 5]},
+            {"equation": "ij,jk,kl->il"},
+            2 * 24 + 2 * 40,
+        ),
+        ("Einsum", {"a": [4, 4]}, {"equation": "ii->"}, 16),
+    ],
+)
+def test_recurrent_and_einsum_flops(op_type, inputs, attrs, flops):
+    graph = _single_op(op_type, inputs, opset=14, **attrs)
+    assert _attrs(graph, "op")["flops"] == flops
+
+
+@pytest.mark.parametrize(
     ("inputs", "attrs"),
     [
         ({"q": [2, 4, 5, 8], "k": [2, 4, 7, 8], "v": [2, 4, 7, 6]}, {}),

@@ -118,6 +118,10 @@ def test_fx_fallback_agrees_with_export_on_flops():
     assert np.nansum(traced.op_metadata("flops")) == np.nansum(exported.op_metadata("flops"))
     assert traced.attrs["source"] == "torch.fx"
     assert single_device_peak(traced) <= traced.total_tensor_size
+    # Every tensor carries its shape and dtype, as the export path's do, and they match its size.
+    for attrs, size in zip(traced.tensor_attrs, traced.tensor_size, strict=True):
+        itemsize = np.dtype(attrs["dtype"]).itemsize
+        assert size == itemsize * int(np.prod(attrs["shape"], dtype=np.int64))
 
 
 def test_runtimes_are_the_roofline_of_the_chosen_device():

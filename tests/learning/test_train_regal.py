@@ -1,9 +1,11 @@
 import csv
 import json
 import math
+import time
 
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from graphopt.learning.checkpoints import load_policy, read_checkpoint
 from graphopt.learning.rollouts import RolloutEnv
@@ -69,6 +71,34 @@ def test_resuming_reproduces_the_uninterrupted_run(toy_dataset, tmp_path, inner)
         return [{k: v for k, v in r.items() if k != "seconds"} for r in _rows(path / "log.csv")]
 
     assert without_time(tmp_path / "straight") == without_time(tmp_path / "killed")
+
+
+def _scalars(run) -> dict[str, list[tuple[int, float]]]:
+    """TensorBoard's view of a run's scalars (wall time left out), purged events hidden."""
+    events = EventAccumulator(str(run / "tensorboard")).Reload()
+    tags = [t for t in events.Tags()["scalars"] if t != "training/seconds"]
+    return {t: [(e.step, e.value) for e in events.Scalars(t)] for t in tags}
+
+
+def test_tensorboard_hides_what_a_killed_run_logged_after_its_checkpoint(
+    toy_dataset, tmp_path
+) -> None:
+    train(_config(toy_dataset), tmp_path / "straight")
+    run = tmp_path / "killed"
+    train(_config(toy_dataset, steps=2), run)
+    checkpoint = (run / "last.pt").read_bytes()
+    # TensorBoard orders a run's event files by name, whose time part has 1 s resolution; a
+    # real resume starts seconds after the kill, so these restarts wait as long.
+    time.sleep(1.1)
+    train(_config(toy_dataset, steps=3), run, resume=True)  # logs step 3 and its validation,
+    (run / "last.pt").write_bytes(checkpoint)  # then dies before checkpointing them
+    time.sleep(1.1)
+    train(_config(toy_dataset), run, resume=True)
+    straight = _scalars(tmp_path / "straight")
+    assert {"training/reward", "training/loss", "validation/reward"} <= set(straight)
+    assert [step for step, _ in straight["training/reward"]] == [1, 2, 3, 4]
+    assert [step for step, _ in straight["validation/improvement_pct"]] == [0, 2, 4]
+    assert _scalars(run) == straight
 
 
 def test_an_existing_run_needs_resume(toy_dataset, tmp_path) -> None:

@@ -161,6 +161,67 @@ def _attention(
     return 2 * key_length * (_elements(query) + _elements(out)) + 5 * scores
 
 
+def _recurrent(gates: int, cell: int) -> FlopFormula:
+    """FLOPs of RNN (1 gate), GRU (3 gates) and LSTM (4 gates) cells over a whole sequence.
+
+    Per time step, direction and batch row: the gate matmuls 2 x gates x H x (I + H), their
+    biases (2 x gates x H when B is given), one activation per gate element and `cell`
+    elementwise FLOPs per hidden unit for the state update (LSTM: f*c + i*g and o*tanh(c); GRU:
+    r*(...) and (1-z)*n + z*h), plus LSTM peepholes (3 multiply-adds per unit) when P is given.
+    X is [seq, batch, I] (layout=1: [batch, seq, I], the same rows); W is
+    [directions, gates x H, I].
+    """
+
+    def flops(
+        node: NodeProto, inputs: Sequence[Shape | None], outputs: Sequence[Shape | None]
+    ) -> int:
+        x, w = inputs[0], inputs[1]
+        directions, hidden, width = w[0], w[1] // gates, x[-1]
+        per_row = 2 * gates * hidden * (width + hidden) + (gates + cell) * hidden
+        if _present(inputs, 3):
+            per_row += 2 * gates * hidden
+        if gates == 4 and _present(inputs, 7):
+            per_row += 6 * hidden
+        return directions * (_elements(x) // width) * per_row
+
+    return flops
+
+
+def _einsum(
+    node: NodeProto, inputs: Sequence[Shape | None], outputs: Sequence[Shape | None]
+) -> int:
+    """Operands contracted pairwise, left to right, as unoptimized `numpy.einsum` does.
+
+    Each pair costs 2 FLOPs per point of the joint index space of its two operands and keeps the
+    indices a later operand or the output still needs. One operand (a sum, trace or transpose)
+    costs one FLOP per input element.
+    """
+    equation = _attr(node, "equation", b"").decode().replace(" ", "")
+    left, arrow, right = equation.partition("->")
+    sizes: dict[str, int] = {}
+    terms = []
+    for term, shape in zip(left.split(","), inputs, strict=True):
+        named = term.replace("...", "")
+        # Broadcast (...) dims, right-aligned across operands, get letters of their own.
+        broadcast = [chr(0x100 + k) for k in reversed(range(len(shape) - len(named)))]
+        letters = term.replace("...", "".join(broadcast)) if "..." in term else term
+        for letter, size in zip(letters, shape, strict=True):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+        terms.append(set(letters))
+    if len(terms) == 1:
+        return _elements(inputs[0])
+    if arrow:
+        kept = set(right.replace("...", "")) | {c for c in sizes if ord(c) >= 0x100}
+    else:
+        kept = {c for c in sizes if sum(c in t for t in terms) == 1 or ord(c) >= 0x100}
+    total, current = 0, terms[0]
+    for i, term in enumerate(terms[1:], start=1):
+        joint = current | term
+        total += 2 * math.prod(sizes[c] for c in joint)
+        current = joint & (kept.union(*terms[i + 1 :]))
+    return total
+
+
 def _pool(node: NodeProto, inputs: Sequence[Shape | None], outputs: Sequence[Shape | None]) -> int:
     """Output elements x kernel elements: every output reads its whole window."""
     return _elements(outputs[0]) * math.prod(_attr(node, "kernel_shape", ()))
@@ -256,6 +317,10 @@ FLOP_FORMULAS: dict[str, FlopFormula] = {
     "QLinearConv": _conv(3, 8),
     "ConvTranspose": _conv_transpose,
     "Attention": _attention,
+    "Einsum": _einsum,
+    "RNN": _recurrent(1, 0),
+    "GRU": _recurrent(3, 5),
+    "LSTM": _recurrent(4, 5),
     **dict.fromkeys(("MaxPool", "AveragePool", "LpPool"), _pool),
     **dict.fromkeys(("GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool"), _input_elements),
     **dict.fromkeys(_NORMALIZATIONS + _SOFTMAXES, _five_per_element),

@@ -529,7 +529,11 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
             _add_reads(builder, op, inputs_)
             values[node] = _Value(
                 [
-                    [builder.add_tensor(f"{builder.op_names[op]}:{i}", _nbytes(r, node.name), op)]
+                    [
+                        builder.add_tensor(
+                            f"{builder.op_names[op]}:{i}", _nbytes(r, node.name), op, **_meta(r)
+                        )
+                    ]
                     if isinstance(r, torch.Tensor)
                     else []
                     for i, r in enumerate(results)

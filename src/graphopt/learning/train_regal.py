@@ -9,7 +9,9 @@ with Adam and gradient clipping. Every `validate_every` steps the greedy policy 
 validation graphs at `validation_evaluations` and the best policy is kept in `best.pt`.
 
 Everything random in step s is seeded by (seed, s), so a run killed and resumed from `last.pt`
-continues exactly as the uninterrupted run would. Non-finite rewards, losses or gradients stop
+continues exactly as the uninterrupted run would. Every logged row goes to log.csv and, as
+scalars, to TensorBoard event files in tensorboard/; a resumed run hides the events its killed
+predecessor logged after the checkpoint. Non-finite rewards, losses or gradients stop
 training with an error and leave the last good checkpoint as it was.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.tensorboard import SummaryWriter
 
 from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
 from graphopt.errors import GraphoptError
@@ -293,8 +296,8 @@ def train(
 ) -> RunState:
     """Trains a policy as `config` says, writing checkpoints and logs into `run_dir`.
 
-    Files: config.json, log.csv, last.pt (resumable), best.pt (best validation; a shippable
-    policy). Returns the final run state.
+    Files: config.json, log.csv, tensorboard/ (the log's rows as scalars), last.pt
+    (resumable), best.pt (best validation; a shippable policy). Returns the final run state.
 
     Raises:
         TrainingError: bad config, an existing run without `resume` (or a resumed run with
@@ -327,6 +330,8 @@ def train(
         config.inner,
     )
     rollouts = make_rollouts(spec, config.workers, ray_address)
+    # purge_step hides what a killed run logged after its last checkpoint (steps > state.step).
+    board = SummaryWriter(run_dir / "tensorboard", purge_step=state.step + 1 if resume else None)
     try:
         train_set = _prepare(
             rollouts, dataset, "train", train_ids, config.train_evaluations, config
@@ -337,6 +342,7 @@ def train(
         if state.step == 0:
             reward = validate(network, rollouts, valid_ids, valid_set, config)
             state.history.append(_validation_row(0, reward))
+            _log_scalars(board, state.history[-1])
             state.best_validation, state.best_step = reward, 0
             _save_policy(run_dir / "best.pt", network, config, state)
             if progress is not None:
@@ -354,12 +360,14 @@ def train(
             state.seconds = time.perf_counter() - clock
             row["seconds"] = state.seconds
             state.history.append(row)
+            _log_scalars(board, row)
             if state.step % config.checkpoint_every == 0 or state.step == config.steps:
                 _save_run(last, network, optimizer, config, state)
                 _write_log(run_dir / "log.csv", state.history)
             if progress is not None:
                 progress(row)
     finally:
+        board.close()
         rollouts.close()
     return state
 
@@ -601,6 +609,15 @@ def _restore(
         record["seconds"],
         json.loads(record["history"]),
     )
+
+
+def _log_scalars(board: SummaryWriter, row: dict[str, float]) -> None:
+    """A log row as TensorBoard scalars (training/..., validation/...) at its step."""
+    for name, value in row.items():
+        if name != "step":
+            group, _, short = name.partition("_")
+            tag = f"validation/{short}" if group == "validation" else f"training/{name}"
+            board.add_scalar(tag, value, row["step"])
 
 
 def _write_log(path: Path, history: list[dict[str, float]]) -> None:
