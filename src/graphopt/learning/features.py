@@ -120,14 +120,16 @@ def population_statistics(
     layout = decoder.layout
     n_ops, d = layout.n_ops, layout.n_devices
     decoded = decoder.evaluate(keys)
-    device = np.zeros((n_ops, d))
-    np.add.at(device, (np.arange(n_ops)[None, :], decoded.placements), 1.0)
-    position = np.zeros(n_ops)
+    m = keys.shape[0]
+    cells = np.arange(n_ops) * d + decoded.placements.astype(np.int64)
+    device = np.bincount(cells.reshape(-1), minlength=n_ops * d).reshape(n_ops, d).astype(float)
+    # Each schedule lists every op once, among its transfers: the ops of row r, in order, are
+    # the entries < n_ops of its first lengths[r] events.
+    events = decoded.orders[:, : decoded.lengths.max(initial=0)]
+    listed = (events < n_ops) & (np.arange(events.shape[1]) < decoded.lengths[:, None])
     ranks = np.arange(n_ops, dtype=np.float64) / max(n_ops - 1, 1)
-    for row, length in zip(decoded.orders, decoded.lengths, strict=True):
-        order = row[:length]
-        position[order[order < n_ops]] += ranks
-    count = max(keys.shape[0], 1)
+    position = np.bincount(events[listed], weights=np.tile(ranks, m), minlength=n_ops)
+    count = max(m, 1)
     return device / count, position / count
 
 
