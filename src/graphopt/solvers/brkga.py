@@ -284,7 +284,8 @@ class BRKGA(Solver):
         a, b = config.mutant_alpha, config.mutant_beta
         if a == 1.0 and b == 1.0:
             return lambda m: rng.random((m, n_genes))
-        return lambda m: rng.beta(a, b, size=(m, n_genes))
+        # Inverse-CDF tables, as REGAL's genes: numpy's Beta draws cost ten times a uniform one.
+        return BetaSampler(np.full(n_genes, a), np.full(n_genes, b), rng)
 
 
 def tuned_brkga() -> BRKGA:
