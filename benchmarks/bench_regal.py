@@ -25,8 +25,8 @@ from bench_scorer import median_seconds
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.actions import beta_parameters
+from graphopt.learning.batching import make_batch
 from graphopt.learning.features import compute_features
-from graphopt.learning.policy import make_batch
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA

@@ -29,8 +29,9 @@ from rich.progress import track
 from rich.table import Table
 
 from graphopt.datasets import Dataset
+from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
-from graphopt.learning.policy import greedy_actions, make_batch, sample_actions
+from graphopt.learning.policy import greedy_actions, sample_actions
 from graphopt.learning.rollouts import EnvSpec, RolloutEnv, RolloutTask
 from graphopt.solvers.regal import shipped_policy_path
 
@@ -71,7 +72,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     policy = load_policy(
-        args.policy or str(shipped_policy_path("regal", args.objective, 2)), args.objective, 2
+        args.policy or shipped_policy_path("regal", args.objective, 2), args.objective, 2
     )
     spec = EnvSpec(
         str(args.dataset),

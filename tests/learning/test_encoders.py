@@ -1,12 +1,12 @@
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch_geometric.data import Batch, Data
 
+from graphopt.learning.batching import GraphBatch
 from graphopt.learning.encoders.mpnn import MPNNEncoder
 
 
-def _loop_reference(encoder: MPNNEncoder, batch: Batch, aggregation: str) -> torch.Tensor:
+def _loop_reference(encoder: MPNNEncoder, batch: GraphBatch, aggregation: str) -> torch.Tensor:
     """Equations 1-5 edge by edge and node by node: forward messages aggregated at each
     edge's target, backward ones at its source, the two aggregates added."""
     h = encoder.node_encoder(batch.x)
@@ -46,8 +46,13 @@ def test_message_passing_matches_the_edge_by_edge_equations(n, data, aggregation
     torch.manual_seed(seed)
     encoder = MPNNEncoder(5, 2, 8, 3, aggregation)
     edge_index = torch.tensor(edges, dtype=torch.long).reshape(-1, 2).T.contiguous()
-    batch = Batch.from_data_list(
-        [Data(x=torch.randn(n, 5), edge_index=edge_index, edge_attr=torch.randn(len(edges), 2))]
+    batch = GraphBatch(
+        x=torch.randn(n, 5),
+        edge_index=edge_index,
+        edge_attr=torch.randn(len(edges), 2),
+        topological_rank=torch.arange(n),
+        batch=torch.zeros(n, dtype=torch.long),
+        ptr=torch.tensor([0, n]),
     )
     with torch.no_grad():
         assert torch.allclose(

@@ -5,6 +5,7 @@ import torch
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.actions import ActionConfig
+from graphopt.learning.batching import make_batch
 from graphopt.learning.features import compute_features
 from graphopt.learning.policy import (
     PolicyConfig,
@@ -12,7 +13,6 @@ from graphopt.learning.policy import (
     entropy,
     greedy_actions,
     log_probability,
-    make_batch,
     sample_actions,
 )
 from graphopt.solvers.base import Budget, Problem, Tracker
@@ -35,6 +35,24 @@ def _network(seed=0, **changes):
     for head in network.beta_heads:  # away from the zero init, so graphs differ
         torch.nn.init.normal_(head[-1].weight)
     return network
+
+
+def test_batch_numbers_ops_across_graphs(features) -> None:
+    batch = make_batch(features)
+    assert batch.ptr.tolist() == [0, 12, 42, 49]
+    assert batch.batch.tolist() == [0] * 12 + [1] * 30 + [2] * 7
+    np.testing.assert_array_equal(batch.x.numpy(), np.concatenate([f.node for f in features]))
+    for g, f in enumerate(features):
+        edges = (batch.edge_index[0] >= batch.ptr[g]) & (batch.edge_index[0] < batch.ptr[g + 1])
+        np.testing.assert_array_equal(
+            batch.edge_index[:, edges].numpy() - int(batch.ptr[g]), f.edge_index
+        )
+        np.testing.assert_array_equal(batch.edge_attr[edges].numpy(), f.edge)
+        rank = batch.topological_rank[int(batch.ptr[g]) : int(batch.ptr[g + 1])]
+        np.testing.assert_array_equal(rank.numpy(), f.topological_rank)
+    alone = make_batch(features[:1])
+    assert alone.x.dtype == torch.float32 and alone.edge_index.dtype == torch.int64
+    assert alone.ptr.tolist() == [0, 12] and alone.batch.tolist() == [0] * 12
 
 
 @pytest.mark.parametrize("encoder", ["mpnn", "lstm"])

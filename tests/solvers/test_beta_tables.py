@@ -68,3 +68,14 @@ def test_sampler_groups_genes_and_is_seeded() -> None:
     np.testing.assert_array_equal(first, again)
     assert first.shape == (1000, 4) and first.min() >= 0 and first.max() <= 1
     np.testing.assert_allclose(first.mean(axis=0), alpha / (alpha + beta), atol=0.03)
+
+
+@settings(max_examples=40, deadline=None)
+@given(picks=st.lists(st.sampled_from([*QUANTIZED, (1.0, 1.0), (1.0, 0.5)]), min_size=1))
+def test_tables_for_numbers_distinct_pairs_in_order(picks) -> None:
+    alpha = np.array([a for a, _ in picks])
+    beta = np.array([b for _, b in picks])
+    tables, gene_table = tables_for(alpha, beta)
+    pairs, inverse = np.unique(np.stack([alpha, beta], axis=1), axis=0, return_inverse=True)
+    np.testing.assert_array_equal(gene_table, inverse.reshape(-1))
+    np.testing.assert_array_equal(tables, [quantile_table(a, b) for a, b in pairs])

@@ -5,7 +5,7 @@ Beta slot (each device's placement gene, the priority gene; paper 000's MLP_{a, 
 turns it into the logits of the quantized (m, v) pair, and one more into the elite bias's
 logits. Actions are conditionally independent across ops given the h_v. The baseline is a
 separate encoder whose representations are mean-pooled per graph:
-b(G) = MLP_b(mean_v MLP_g(h_v)). Batches hold several graphs (torch_geometric `Batch`).
+b(G) = MLP_b(mean_v MLP_g(h_v)). Batches hold several graphs (`GraphBatch`).
 
 Optionally (`anchor`) the mean logits of each Beta slot get a learned pull -a (m - t)^2 toward a
 target level t read from the op's features: the op's share of the feature run's population on
@@ -19,19 +19,18 @@ from uniform, does not find within a CPU training budget.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.data import Batch, Data
 from torch_geometric.utils import scatter
 
 from graphopt.learning.actions import ActionConfig
+from graphopt.learning.batching import GraphBatch
 from graphopt.learning.encoders.mlp import mlp
 from graphopt.learning.encoders.mpnn import MPNNEncoder
 from graphopt.learning.encoders.sequence import SequenceEncoder
-from graphopt.learning.features import EDGE_FEATURE_NAMES, GraphFeatures, node_feature_names
+from graphopt.learning.features import EDGE_FEATURE_NAMES, node_feature_names
 
 ENCODERS = ("mpnn", "lstm")
 
@@ -72,22 +71,6 @@ class PolicyConfig:
             raise ValueError(f"a placement policy needs >= 2 devices, got {self.n_devices}")
         if self.anchor is not None and not (self.actions.placement or self.actions.scheduling):
             raise ValueError("the feature anchor needs placement or scheduling actions")
-
-
-def make_batch(features: Sequence[GraphFeatures]) -> Batch:
-    """A torch_geometric batch of several graphs' features (no copies of the numpy arrays)."""
-    return Batch.from_data_list(
-        [
-            Data(
-                x=torch.from_numpy(f.node),
-                edge_index=torch.from_numpy(f.edge_index),
-                edge_attr=torch.from_numpy(f.edge),
-                topological_rank=torch.from_numpy(f.topological_rank),
-                num_nodes=f.node.shape[0],
-            )
-            for f in features
-        ]
-    )
 
 
 class RegalPolicy(nn.Module):
@@ -141,7 +124,7 @@ class RegalPolicy(nn.Module):
             n_nodes, len(EDGE_FEATURE_NAMES), config.hidden, config.rounds, config.aggregation
         )
 
-    def forward(self, batch: Batch) -> Tensor:
+    def forward(self, batch: GraphBatch) -> Tensor:
         """Action logits [N, n_heads, k] (heads: per Beta slot m then v, then the elite bias)."""
         k = self.config.actions.levels
         h = self.encoder(batch)
@@ -170,7 +153,7 @@ class RegalPolicy(nn.Module):
         pull = -self.anchor[None, :, None] * (levels - target[..., None]) ** 2
         return torch.stack([pull, torch.zeros_like(pull)], dim=2).flatten(1, 2)
 
-    def baseline(self, batch: Batch) -> Tensor:
+    def baseline(self, batch: GraphBatch) -> Tensor:
         """[n_graphs] b(G), the expected reward the baseline network predicts."""
         pooled = scatter(
             self.baseline_node(self.baseline_encoder(batch)), batch.batch, dim=0, reduce="mean"

@@ -34,6 +34,7 @@ from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, 
 from graphopt.errors import GraphoptError
 from graphopt.ir.io import read_json
 from graphopt.learning.actions import ActionConfig
+from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import (
     CheckpointError,
     policy_record,
@@ -47,7 +48,6 @@ from graphopt.learning.policy import (
     entropy,
     greedy_actions,
     log_probability,
-    make_batch,
     sample_actions,
 )
 from graphopt.learning.rollouts import EnvSpec, Prepared, RolloutTask, make_rollouts

@@ -99,10 +99,14 @@ class RegalConfig:
             raise SolverError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
 
 
-def shipped_policy_path(method: str, objective: str, n_devices: int) -> Any:
-    """The packaged checkpoint for a method, objective and device count (may not exist)."""
-    name = f"{method}-{objective}-d{n_devices}.pt"
-    return resources.files("graphopt.policies").joinpath(name)
+@cache
+def shipped_policy_path(method: str, objective: str, n_devices: int) -> str | None:
+    """The packaged checkpoint for a method, objective and device count, or None.
+
+    Looked up once per process: a compiler solves many graphs with one policy.
+    """
+    path = resources.files("graphopt.policies").joinpath(f"{method}-{objective}-d{n_devices}.pt")
+    return str(path) if path.is_file() else None
 
 
 @cache
@@ -142,16 +146,15 @@ class Regal(Solver):
         objective, d = problem.objective.value, problem.machine.n_devices
         path = self.config.policy
         if path is None:
-            shipped = shipped_policy_path(self.config.method, objective, d)
-            if not shipped.is_file():
+            path = shipped_policy_path(self.config.method, objective, d)
+            if path is None:
                 raise SolverError(
                     f"no shipped {self.config.method} policy for {objective} on {d} devices "
                     f"(shipped: {', '.join(shipped_policies()) or 'none'}); train one with "
                     "`graphopt train regal CONFIG` and pass it with --policy"
                 )
-            path = str(shipped)
         try:
-            return _load(str(path), objective, d)
+            return _load(path, objective, d)
         except CheckpointError as error:
             raise SolverError(str(error)) from None
 

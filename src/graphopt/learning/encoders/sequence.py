@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_sequence, unpack_sequence
-from torch_geometric.data import Batch
 
+from graphopt.learning.batching import GraphBatch
 from graphopt.learning.encoders.mlp import mlp
 
 
@@ -30,7 +30,7 @@ class SequenceEncoder(nn.Module):
         self.node_encoder = mlp(node_features, hidden)
         self.lstm = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
 
-    def forward(self, batch: Batch) -> Tensor:
+    def forward(self, batch: GraphBatch) -> Tensor:
         """Node representations [N, hidden] of a batch with x, topological_rank and ptr."""
         h = self.node_encoder(batch.x)
         ptr = batch.ptr.tolist()
