@@ -3,9 +3,10 @@
 h_v^0 = MLP_n(x_v) and h_e = MLP_e(x_e); each of T rounds computes a forward message
 MLP_msg([h_s, h_t, h_e]) delivered to the edge's target and a backward message
 MLP'_msg([h_s, h_t, h_e]) delivered to its source, and updates
-h_v = MLP_node([h_v, aggregated messages]). The MLPs are shared across rounds, so a trained
-encoder runs any number of rounds' worth of graph, and messages are aggregated by mean (A.5),
-so that a node's scale does not grow with its degree on graphs larger than any seen in training.
+h_v = MLP_node([h_v, aggregated messages]), each MLP being Linear, ReLU, Linear (`mlp.mlp`).
+The MLPs are shared across rounds, so a trained encoder runs any number of rounds' worth of
+graph, and messages are aggregated by mean (A.5), so that a node's scale does not grow with its
+degree on graphs larger than any seen in training.
 """
 
 from __future__ import annotations
@@ -48,23 +49,16 @@ class Aggregation:
 
 
 class DirectedMessages(nn.Module):
-    """Messages along edges (forward) or against them (backward), from both ends and the edge.
+    """MLP_msg of one direction (forward: to the edge's target; backward: to its source).
 
-    Gathers and aggregates directly rather than through `MessagePassing.propagate`, whose
-    per-call bookkeeping cost more than the arithmetic on the graphs REGAL sees: the forward
-    pass is on every solve's critical path.
-
-    Shapes:
-        pairs: [E, 3H] the edges' [h_source, h_target, h_edge] -> [N, H] aggregated messages.
+    Its first layer reads [h_source, h_target, h_edge]; the encoder applies that layer in
+    blocks (see `MPNNEncoder.forward`), so this module only holds the weights, under the names
+    checkpoints use.
     """
 
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.message_mlp = mlp(3 * hidden, hidden)
-
-    def forward(self, pairs: Tensor, aggregate: Aggregation) -> Tensor:
-        """MLP of each edge's [h_source, h_target, h_edge], aggregated where `aggregate` says."""
-        return aggregate(self.message_mlp(pairs))
 
 
 class MPNNEncoder(nn.Module):
@@ -91,16 +85,37 @@ class MPNNEncoder(nn.Module):
         self.update = mlp(2 * hidden, hidden)
 
     def forward(self, batch: GraphBatch) -> Tensor:
-        """Node representations [N, hidden] of a batch with x, edge_index and edge_attr."""
+        """Node representations [N, hidden] of a batch with x, edge_index and edge_attr.
+
+        A message MLP's first layer on [h_s, h_t, h_e] is W_s h_s + W_t h_t + W_e h_e + b: the
+        node blocks are applied to each node once per round (not to each edge), and the edge
+        block once per pass, since h_e does not change. Both directions share those products,
+        which makes a round about 40% fewer multiply-adds than concatenating every edge's
+        inputs, and the same function up to float rounding.
+        """
         h = self.node_encoder(batch.x)
         edge_h = self.edge_encoder(batch.edge_attr)
         source, target = batch.edge_index
         at_target = Aggregation(target, h, self.aggregation)
         at_source = Aggregation(source, h, self.aggregation)
+        width = h.shape[1]
+        first = [self.forward_messages.message_mlp[0], self.backward_messages.message_mlp[0]]
+        second = [self.forward_messages.message_mlp[2], self.backward_messages.message_mlp[2]]
+        w_source, w_target, w_edge = zip(
+            *(layer.weight.split(width, dim=1) for layer in first), strict=True
+        )
+        node_weight = torch.cat([*w_source, *w_target])
+        edge_part = nn.functional.linear(
+            edge_h, torch.cat(w_edge), torch.cat([layer.bias for layer in first])
+        )
         for _ in range(self.rounds):
-            pairs = torch.cat([h.index_select(0, source), h.index_select(0, target), edge_h], -1)
-            messages = self.forward_messages(pairs, at_target) + self.backward_messages(
-                pairs, at_source
+            node_part = nn.functional.linear(h, node_weight)
+            hidden = torch.relu(
+                node_part[:, : 2 * width].index_select(0, source)
+                + node_part[:, 2 * width :].index_select(0, target)
+                + edge_part
             )
+            forward_hidden, backward_hidden = hidden.split(width, dim=1)
+            messages = at_target(second[0](forward_hidden)) + at_source(second[1](backward_hidden))
             h = self.update(torch.cat([h, messages], dim=-1))
         return h
