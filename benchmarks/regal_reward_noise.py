@@ -54,7 +54,7 @@ def graph_noise(
     seeded = np.array([value(greedy, seed) for seed in range(samples)])
     return {
         "graph": index,
-        "ops": int(batch.num_nodes),
+        "ops": int(batch.x.shape[0]),
         "actions_cv": float(sampled.std(ddof=1) / sampled.mean()),
         "seeds_cv": float(seeded.std(ddof=1) / seeded.mean()),
     }
