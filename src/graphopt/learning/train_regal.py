@@ -171,7 +171,7 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise TrainingError(f"{name} must be >= 1, got {getattr(self, name)}")
         try:
-            InnerSearch(self.brkga_preset, self.kept_from_feature_run)
+            self.inner  # noqa: B018 (built to validate the fields)
         except SolverError as error:
             raise TrainingError(f"bad inner search: {error}") from None
         if self.workers < 0:
