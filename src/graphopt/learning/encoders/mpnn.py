@@ -89,9 +89,10 @@ class MPNNEncoder(nn.Module):
 
         A message MLP's first layer on [h_s, h_t, h_e] is W_s h_s + W_t h_t + W_e h_e + b: the
         node blocks are applied to each node once per round (not to each edge), and the edge
-        block once per pass, since h_e does not change. Both directions share those products,
-        which makes a round about 40% fewer multiply-adds than concatenating every edge's
-        inputs, and the same function up to float rounding.
+        block once per pass, since h_e does not change. Both directions share those products.
+        On a graph with twice as many edges as ops a round then takes about 40% fewer
+        multiply-adds than with every edge's inputs concatenated, and computes the same function
+        up to float rounding.
         """
         h = self.node_encoder(batch.x)
         edge_h = self.edge_encoder(batch.edge_attr)
