@@ -101,7 +101,10 @@ def main() -> None:
         if moving.any()
         else 0.0,
         "median_seeds_cv": float(np.median(np.sqrt(seeds_var[moving]))) if moving.any() else 0.0,
-        "signal_share": float(max(0.0, 1.0 - seeds_var.sum() / max(actions_var.sum(), 1e-300))),
+        # No spread across actions means nothing for a gradient, not all signal.
+        "signal_share": float(max(0.0, 1.0 - seeds_var.sum() / actions_var.sum()))
+        if actions_var.sum() > 0
+        else 0.0,
     }
     table = Table(title=f"REGAL reward noise, {args.objective}, {args.evaluations} evaluations")
     for column in ("graph", "ops", "actions CV %", "seeds CV %"):

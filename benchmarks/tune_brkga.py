@@ -24,6 +24,7 @@ from graphopt.datasets import Dataset
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.solvers.base import Objective
+from graphopt.solvers.brkga import preset_file_name
 from graphopt.solvers.tuning import DEFAULT_GRID, STRUCTURE_GRID, save_preset, tune_brkga
 
 PRESETS = Path(__file__).parents[1] / "src/graphopt/solvers/presets"
@@ -54,8 +55,8 @@ def main() -> None:
     parser.add_argument("--output", type=Path, help="preset file (default: by objective)")
     args = parser.parse_args()
     objective = Objective(args.objective)
-    suffix = "" if objective is Objective.PEAK_MEMORY else f"-{objective.value}"
-    output = args.output or PRESETS / f"brkga-tuned{suffix}.json"
+    specific = None if objective is Objective.PEAK_MEMORY else objective.value
+    output = args.output or PRESETS / preset_file_name("tuned", specific)
     graphs = training_graphs(args)
     with Progress() as bar:
         task = bar.add_task("grid search", total=None)

@@ -93,13 +93,18 @@ class BRKGAConfig:
         return _preset(name, objective)
 
 
+def preset_file_name(name: str, objective: str | None = None) -> str:
+    """File name of preset `name` tuned for `objective` (None: the plain one, for peak memory)."""
+    return f"brkga-{name}.json" if objective is None else f"brkga-{name}-{objective}.json"
+
+
 @cache
 def _preset(name: str, objective: str | None) -> BRKGAConfig:
     """`BRKGAConfig.preset`, read from the package (configs are frozen, so sharing them is safe)."""
     folder = resources.files("graphopt.solvers.presets")
-    path = folder.joinpath(f"brkga-{name}.json")
-    if objective is not None and folder.joinpath(f"brkga-{name}-{objective}.json").is_file():
-        path = folder.joinpath(f"brkga-{name}-{objective}.json")
+    path = folder.joinpath(preset_file_name(name))
+    if objective is not None and folder.joinpath(preset_file_name(name, objective)).is_file():
+        path = folder.joinpath(preset_file_name(name, objective))
     if not path.is_file():
         raise SolverError(f"no BRKGA preset named {name!r}")
     data = json.loads(path.read_text())

@@ -1,0 +1,245 @@
+"""Smoke tests for the scripts in benchmarks/.
+
+The benchmarks are standalone scripts that nothing imports, so a library refactor can break one
+unnoticed (regal_reward_noise.py did when GraphBatch replaced torch_geometric's Batch). Each test
+runs a script end to end in a fresh interpreter on tiny inputs and checks the structure of what
+it writes; none of them checks timings.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphopt.datasets import Dataset, DatasetConfig, build_dataset
+from graphopt.learning.checkpoints import load_policy
+from graphopt.solvers.regal import shipped_policy_path
+
+ROOT = Path(__file__).parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+PRESETS = ROOT / "src/graphopt/solvers/presets"
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # 40 ops, not 20: on 20-op layered graphs every action vector reaches the same value, which
+    # leaves regal_reward_noise.py's branch for graphs where actions matter unexercised.
+    out = tmp_path_factory.mktemp("dataset")
+    config = DatasetConfig.from_dict(
+        {
+            "name": "t",
+            "seed": 1,
+            "copies": 1,
+            "synthetic": [{"family": "layered", "sizes": [40], "count": 3}],
+        }
+    )
+    build_dataset(config, out, progress=False)
+    return out
+
+
+def run_script(
+    name: str, *args: str | Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Runs benchmarks/`name` from the repository root and asserts it exits cleanly."""
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"{name} exited with {result.returncode}:\n{result.stderr}"
+    return result
+
+
+def assert_positive(row: Mapping[str, Any], keys: Iterable[str]) -> None:
+    for key in keys:
+        value = row[key]
+        assert isinstance(value, int | float) and math.isfinite(value) and value > 0, (key, value)
+
+
+def test_bench_io(tmp_path: Path) -> None:
+    out = tmp_path / "io.json"
+    run_script("bench_io.py", "--ops", "50", "--repeats", "1", "--json", out)
+    results = json.loads(out.read_text())
+    assert results["ops"] == 50 and results["family"] == "layered"
+    assert_positive(results, ["generate_seconds", "edges"])
+    for suffix in ("json", "npz"):
+        assert_positive(
+            results, [f"{suffix}_{k}" for k in ("bytes", "write_seconds", "load_seconds")]
+        )
+
+
+@pytest.mark.parametrize("pymoo", [True, False], ids=["with-pymoo", "without-pymoo"])
+def test_bench_brkga(tmp_path: Path, pymoo: bool) -> None:
+    env = None
+    if pymoo and importlib.util.find_spec("pymoo") is None:
+        pytest.skip("pymoo (the bench extra) is not installed")
+    if not pymoo:  # a package that shadows pymoo and fails to import, as if it were missing
+        shadow = tmp_path / "shadow"
+        (shadow / "pymoo").mkdir(parents=True)
+        (shadow / "pymoo/__init__.py").write_text("raise ImportError('hidden by the test')\n")
+        path = [str(shadow), *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    out = tmp_path / "brkga.json"
+    run_script("bench_brkga.py", "--sizes", "50", "--evaluations", "300", "--json", out, env=env)
+    [row] = json.loads(out.read_text())
+    assert row["ops"] == 50 and row["devices"] == 2
+    assert_positive(
+        row,
+        [
+            "edges",
+            "decode_score_single_us",
+            "decode_score_batch100_ms",
+            "brkga_seconds",
+            "brkga_value",
+        ],
+    )
+    columns = ["pymoo_vectorized_seconds", "pymoo_elementwise_seconds"]
+    if pymoo:
+        assert_positive(row, columns)
+    else:
+        assert all(math.isnan(row[column]) for column in columns)
+
+
+def test_bench_regal(tmp_path: Path) -> None:
+    out = tmp_path / "regal.json"
+    args = ["--sizes", "50", "--evaluations", "300", "--repeats", "1", "--json", out]
+    run_script("bench_regal.py", *args)
+    [row] = json.loads(out.read_text())
+    assert row["ops"] == 50
+    assert_positive(
+        row,
+        ["brkga_s", "regal_s", "ratio", "forward_s", "numpy_beta_s", "table_beta_s", "uniform_s"],
+    )
+    assert row["ratio"] == pytest.approx(row["regal_s"] / row["brkga_s"])
+
+
+def test_bench_scorer(tmp_path: Path) -> None:
+    # The script itself asserts that the fast and the reference scorer agree.
+    out = tmp_path / "scorer.json"
+    run_script("bench_scorer.py", "--sizes", "50", "--json", out)
+    results = json.loads(out.read_text())
+    [row] = results["rows"]
+    assert row["ops"] == 50 and row["devices"] == 2
+    assert_positive(
+        row,
+        [
+            "edges",
+            "events",
+            "single_seconds",
+            "single_evals_per_second",
+            "repeated_seconds",
+            "batch_seconds",
+            "batch_evals_per_second",
+            "reference_seconds",
+            "reference_evals_per_second",
+            "speedup_single_vs_reference",
+        ],
+    )
+    assert_positive(results, ["compile_seconds", "cached_load_seconds"])
+
+
+def test_bench_import(tmp_path: Path) -> None:
+    out = tmp_path / "import.json"
+    run_script("bench_import.py", "--models", "wavenet-tiny", "--json", out)
+    rows = json.loads(out.read_text())
+    assert [(r["model"], r["training"]) for r in rows] == [
+        ("wavenet-tiny", False),
+        ("wavenet-tiny", True),
+    ]
+    for row in rows:
+        assert_positive(
+            row,
+            [
+                "ops",
+                "tensors",
+                "edges",
+                "build_seconds",
+                "import_seconds",
+                "score_seconds",
+                "peak_memory",
+                "tensor_bytes",
+            ],
+        )
+        assert row["peak_memory"] <= row["tensor_bytes"]
+
+
+def test_regal_reward_noise(dataset_dir: Path, tmp_path: Path) -> None:
+    # Rollouts only search past the policy's feature run: a smaller budget returns its value.
+    policy = load_policy(shipped_policy_path("regal", "peak-memory", 2), "peak-memory", 2)
+    evaluations = policy.feature_evaluations + 200
+    out = tmp_path / "noise.json"
+    args = ["--graphs", "2", "--samples", "2", "--evaluations", str(evaluations), "--json", out]
+    run_script("regal_reward_noise.py", dataset_dir, *args)
+    results = json.loads(out.read_text())
+    rows, summary = results["rows"], results["summary"]
+    assert len(rows) == 2 and len({r["graph"] for r in rows}) == 2
+    for row in rows:
+        assert row["ops"] == 40
+        assert row["actions_cv"] >= 0 and row["seeds_cv"] >= 0
+    assert summary["graphs"] == 2
+    assert 0 <= summary["graphs_where_actions_change_the_value"] <= 2
+    assert summary["median_actions_cv"] >= 0 and summary["median_seeds_cv"] >= 0
+    assert 0 <= summary["signal_share"] <= 1
+
+
+@pytest.mark.parametrize("source", ["synthetic", "dataset"])
+def test_tune_brkga_writes_only_its_output(dataset_dir: Path, tmp_path: Path, source: str) -> None:
+    # Without --output the script overwrites a preset shipped in src/; every run here passes it.
+    presets = {path.name: path.read_bytes() for path in PRESETS.glob("*.json")}
+    out = tmp_path / "preset.json"
+    args = ["--evaluations", "200", "--grid", "structure", "--output", out]
+    if source == "synthetic":
+        args += ["--graphs", "1", "--ops", "20"]
+        objective, expected = "peak-memory", ["layered_n20_s10000"]
+    else:
+        args += ["--dataset", dataset_dir, "--graphs", "1", "--objective", "makespan"]
+        objective, expected = "makespan", [Dataset.open(dataset_dir, "train").names[0]]
+    result = run_script("tune_brkga.py", *args)
+    assert {path.name: path.read_bytes() for path in PRESETS.glob("*.json")} == presets
+
+    printed = json.loads(result.stdout.strip().splitlines()[-1])
+    preset = json.loads(out.read_text())
+    assert preset["config"] == printed["best"]
+    assert preset["mean_ratio_to_default"] == printed["mean_ratio"]
+    assert_positive(preset, ["mean_ratio_to_default"])
+    provenance = preset["provenance"]
+    assert provenance["objective"] == objective
+    assert provenance["training_graphs"] == expected
+    assert provenance["settings_tried"] == 54
+    assert set(provenance["grid"]) == {"elite_bias", "population", "elites", "mutants"}
+    assert provenance["command"].startswith("benchmarks/tune_brkga.py ")
+    assert "--output" not in provenance["command"]
+    assert ("--ops" in provenance["command"]) == (source == "synthetic")
+
+
+def test_regal_headroom(dataset_dir: Path, tmp_path: Path) -> None:
+    policy = load_policy(shipped_policy_path("regal", "peak-memory", 2), "peak-memory", 2)
+    evaluations = policy.feature_evaluations + 200
+    out = tmp_path / "headroom.json"
+    args = ["--split", "train", "--graphs", "2", "--seeds", "2", "--json", out]
+    args += ["--evaluations", str(evaluations), "--oracle-evaluations", str(2 * evaluations)]
+    run_script("regal_headroom.py", dataset_dir, *args)
+    results = json.loads(out.read_text())
+    rows, summary = results["rows"], results["summary"]
+    assert len(rows) == 2 and summary["graphs"] == 2
+    for row in rows:
+        assert row["ops"] == 40
+        assert set(row["values"]) == {"policy", "oracle", "oracle schedule", "features"}
+        assert_positive(row, ["reference"])
+        assert_positive(row["values"], row["values"])
+    assert summary["policy"]["vs_policy"][0] == 0
+    for key in ("priority_level_agreement", "device_agreement"):
+        assert 0 <= summary[key] <= 1
