@@ -241,5 +241,6 @@ def test_regal_headroom(dataset_dir: Path, tmp_path: Path) -> None:
         assert_positive(row, ["reference"])
         assert_positive(row["values"], row["values"])
     assert summary["policy"]["vs_policy"][0] == 0
-    for key in ("priority_level_agreement", "device_agreement"):
-        assert 0 <= summary[key] <= 1
+    for key in ("features", "runs"):
+        assert 0 <= summary[f"{key}_priority_agreement"] <= 1
+        assert 0 <= summary[f"{key}_device_agreement"] <= 1
