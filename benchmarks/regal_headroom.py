@@ -212,6 +212,13 @@ def main() -> None:
     actions = policy.config.actions
     if not (actions.placement and actions.scheduling):
         parser.error("the policy must take placement and scheduling actions")
+    if args.oracle_evaluations <= policy.feature_evaluations:
+        parser.error(
+            f"--oracle-evaluations must exceed the policy's {policy.feature_evaluations} "
+            "feature-run evaluations, which the long runs continue"
+        )
+    if not 0 <= args.variance < actions.levels:
+        parser.error(f"--variance must be a level in [0, {actions.levels - 1}]")
     spec = EnvSpec(
         str(args.dataset),
         2,
