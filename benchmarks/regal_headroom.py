@@ -45,6 +45,7 @@ from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.features import FeatureRun, node_feature_names
 from graphopt.learning.policy import greedy_actions
 from graphopt.learning.rollouts import EnvSpec, RolloutEnv, RolloutTask
+from graphopt.learning.train_regal import spread
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA, GeneDistributions
 from graphopt.solvers.regal import shipped_policy_path
@@ -219,19 +220,10 @@ def main() -> None:
         )
     if not 0 <= args.variance < actions.levels:
         parser.error(f"--variance must be a level in [0, {actions.levels - 1}]")
-    spec = EnvSpec(
-        str(args.dataset),
-        2,
-        args.objective,
-        policy.search,
-        policy.feature_evaluations,
-        actions,
-        policy.inner,
-    )
-    env = RolloutEnv(spec)
+    env = RolloutEnv(EnvSpec.for_policy(str(args.dataset), policy))
     counts = Dataset.open(args.dataset, args.split).op_counts
     eligible = np.flatnonzero(counts <= args.max_ops)
-    picks = eligible[np.unique(np.linspace(0, eligible.size - 1, args.graphs).astype(int))]
+    picks = spread(eligible, args.graphs)
     rows = [
         graph_headroom(
             env,

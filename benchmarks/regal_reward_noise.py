@@ -33,6 +33,7 @@ from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.policy import greedy_actions, sample_actions
 from graphopt.learning.rollouts import EnvSpec, RolloutEnv, RolloutTask
+from graphopt.learning.train_regal import spread
 from graphopt.solvers.regal import shipped_policy_path
 
 
@@ -74,19 +75,10 @@ def main() -> None:
     policy = load_policy(
         args.policy or shipped_policy_path("regal", args.objective, 2), args.objective, 2
     )
-    spec = EnvSpec(
-        str(args.dataset),
-        2,
-        args.objective,
-        policy.search,
-        policy.feature_evaluations,
-        policy.config.actions,
-        policy.inner,
-    )
-    env = RolloutEnv(spec)
+    env = RolloutEnv(EnvSpec.for_policy(str(args.dataset), policy))
     counts = Dataset.open(args.dataset, "train").op_counts
     eligible = np.flatnonzero(counts <= args.max_ops)
-    picks = eligible[np.unique(np.linspace(0, eligible.size - 1, args.graphs).astype(int))]
+    picks = spread(eligible, args.graphs)
     rows = [
         graph_noise(env, policy.network, int(i), args.samples, args.evaluations)
         for i in track(picks, description="rollouts")

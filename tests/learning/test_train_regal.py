@@ -3,13 +3,14 @@ import json
 import math
 import time
 
+import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from graphopt.learning.checkpoints import load_policy, read_checkpoint
 from graphopt.learning.rollouts import RolloutEnv
-from graphopt.learning.train_regal import TrainConfig, TrainingError, train
+from graphopt.learning.train_regal import TrainConfig, TrainingError, spread, train
 
 TINY = dict(
     hidden=16,
@@ -213,3 +214,10 @@ def test_five_minutes_of_training_raise_the_validation_reward(toy_dataset, tmp_p
     train(config, tmp_path / "run")
     first, best = _validation_gain(tmp_path / "run")
     assert best > first + 1.0, (first, best)
+
+
+def test_spread_picks_evenly_with_both_ends_and_never_repeats() -> None:
+    ids = np.arange(100, 110)
+    assert spread(ids, 3).tolist() == [100, 104, 109]
+    assert spread(ids, 50).tolist() == ids.tolist()
+    assert spread(ids, 1).tolist() == [100]

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder
 from graphopt.solvers.regal import InnerSearch, RegalConfig, random_sampling
+
+if TYPE_CHECKING:
+    from graphopt.learning.checkpoints import TrainedPolicy
 
 FEATURE_SEED = 7_000_000
 """Feature runs of graph i use seed FEATURE_SEED + i (same on every worker)."""
@@ -57,6 +60,19 @@ class EnvSpec:
     feature_evaluations: int
     actions: ActionConfig
     inner: InnerSearch = InnerSearch()
+
+    @classmethod
+    def for_policy(cls, dataset: str, policy: TrainedPolicy) -> EnvSpec:
+        """The environment a trained policy was trained in, on another built dataset."""
+        return cls(
+            dataset,
+            policy.config.n_devices,
+            policy.objective,
+            policy.search,
+            policy.feature_evaluations,
+            policy.config.actions,
+            policy.inner,
+        )
 
 
 @dataclass(frozen=True)

@@ -381,8 +381,12 @@ def _select_graphs(dataset: Path, config: TrainConfig) -> tuple[np.ndarray, np.n
     valid_all = np.flatnonzero(valid_counts <= limit)
     if train_ids.size == 0 or valid_all.size == 0:
         raise TrainingError(f"{dataset} has no training or validation graph of at most {limit} ops")
-    picks = np.unique(np.linspace(0, valid_all.size - 1, config.validation_graphs).astype(int))
-    return train_ids, valid_all[picks]
+    return train_ids, spread(valid_all, config.validation_graphs)
+
+
+def spread(ids: np.ndarray, count: int) -> np.ndarray:
+    """`count` of `ids` spread evenly over them, ends included (all of them when fewer)."""
+    return ids[np.unique(np.linspace(0, ids.size - 1, count).astype(int))]
 
 
 def _prepare(
