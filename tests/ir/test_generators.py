@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphopt.errors import GraphoptError
+from graphopt.errors import GraphError, GraphoptError
 from graphopt.ir.generators import (
     FAMILIES,
     MAX_SIZE,
@@ -268,6 +268,10 @@ def test_sizes_within_bounds(distribution: SizeDistribution, low: int, high: int
     sizes = distribution.sample(np.random.default_rng(0), 5000)
     assert sizes.dtype == np.int64 and sizes.shape == (5000,)
     assert sizes.min() >= low and sizes.max() <= high
+    if low == MAX_SIZE:  # 100 tensors of 2**53 bytes: beyond the graph's total-bytes limit
+        with pytest.raises(GraphError, match="add up to"):
+            erdos_renyi(100, sizes=distribution, temp_memory=distribution)
+        return
     graph = erdos_renyi(100, sizes=distribution, temp_memory=distribution)
     assert graph.tensor_size.min() >= low and graph.tensor_size.max() <= high
     assert graph.op_temp_memory.min() >= low and graph.op_temp_memory.max() <= high

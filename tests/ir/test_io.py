@@ -94,7 +94,7 @@ def _graph_doc() -> dict:
 GRAPH_RULES = [
     (
         _edit("format", "graphopt.graph/2"),
-        "format must be 'graphopt.graph/1', got \"graphopt.graph/2\"",
+        "format must be 'graphopt.graph/1', got 'graphopt.graph/2'",
     ),
     (_edit("format", _DELETE), "missing field 'format'"),
     (_edit("ops", _DELETE), "missing required field 'ops'"),
@@ -109,7 +109,7 @@ GRAPH_RULES = [
         _edit("ops.1.runtime", float("inf")),
         "op 'b': runtime must be a finite number >= 0, got Infinity",
     ),
-    (_edit("ops.1.runtime", "1"), "op 'b': runtime must be a finite number >= 0, got \"1\""),
+    (_edit("ops.1.runtime", "1"), "op 'b': runtime must be a finite number >= 0, got '1'"),
     (_edit("ops.1.temp_memory", -5), "op 'b': temp_memory must be an integer >= 0, got -5"),
     (_edit("ops.1.temp_memory", 2.5), "op 'b': temp_memory must be an integer >= 0, got 2.5"),
     (_edit("tensors.1.name", "a:0"), "tensor 'a:0': name is not unique"),
@@ -121,13 +121,17 @@ GRAPH_RULES = [
         "tensor 'b:0': size must be an integer >= 0, got Infinity",
     ),
     (_edit("tensors.1.size", True), "tensor 'b:0': size must be an integer >= 0, got true"),
-    (_edit("tensors.1.size", 2**70), "tensor 'b:0': size must be an integer >= 0"),
+    (
+        _edit("tensors.1.size", 2**70),
+        r"tensor 'b:0': size must be at most 2\*\*53 \(docs/format.md\)",
+    ),
+    (_edit("tensors.1.size", 2**53 + 1), r"tensor 'b:0': size must be at most 2\*\*53"),
     (_edit("tensors.1.size", _DELETE), "tensor 'b:0': missing required field 'size'"),
     (_edit("tensors.1.producer", _DELETE), "tensor 'b:0': missing required field 'producer'"),
-    (_edit("tensors.1.producer", "zz"), "tensor 'b:0': producer \"zz\" is not an op of the graph"),
+    (_edit("tensors.1.producer", "zz"), "tensor 'b:0': producer 'zz' is not an op of the graph"),
     (
         _edit("tensors.1.consumers", ["c", "zz"]),
-        "tensor 'b:0': consumer \"zz\" is not an op of the graph",
+        "tensor 'b:0': consumer 'zz' is not an op of the graph",
     ),
     (_edit("tensors.1.consumers", "c"), "tensor 'b:0': consumers: must be a JSON list"),
     (
@@ -137,7 +141,57 @@ GRAPH_RULES = [
     (_edit("tensors.1.persistent", "yes"), "tensor 'b:0': persistent must be true or false"),
     (_edit("tensors.2.consumers", ["a"]), "op dependencies form a cycle: 'a' -> 'c' -> 'a'"),
     (_edit("name", 3), "name must be a string, got 3"),
+    (
+        _edit("ops.1.runtme", 2.0),
+        r"op 'b': unknown field 'runtme': did you mean 'runtime'\?",
+    ),
+    (
+        _edit("tensors.1.consumer", ["c"]),
+        r"tensor 'b:0': unknown field 'consumer': did you mean 'consumers'",
+    ),
+    (_edit("ops.0.Temp_Memory", 5), r"op 'a': unknown field 'Temp_Memory': did you mean"),
+    (_edit("tensor", []), r"graph: unknown field 'tensor': did you mean 'tensors'"),
+    (_edit("tensors.0.output", True), "tensor 'a:0': field 'output' is not supported"),
+    (_edit("tensors.0.size", 2**53 + 1), r"tensor 'a:0': size must be at most 2\*\*53"),
+    (_edit("tensors.0.size", 2**62), r"tensor 'a:0': size must be at most 2\*\*53"),
+    (
+        lambda document: _edit("ops.1.runtime", 1e308)(_edit("ops.0.runtime", 1e308)(document)),
+        "op runtimes: their sum overflows a float64",
+    ),
 ]
+
+
+def test_extra_fields_stay_metadata_and_round_trip() -> None:
+    document = _graph_doc()
+    document["ops"][0].update(flops=1e9, dtype="float32", my_note="kept", kernel_id=[2])
+    document["tensors"][0].update(output=False, layout="NCHW")
+    document["author"] = "me"
+    graph = graph_from_json(document)
+    assert graph.op_attrs[0] == {
+        "type": "MatMul",
+        "flops": 1e9,
+        "dtype": "float32",
+        "my_note": "kept",
+        "kernel_id": [2],
+    }
+    assert graph.tensor_attrs[0] == {"output": False, "layout": "NCHW"}
+    assert graph_to_json(graph)["author"] == "me"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"format": "graphopt.graph/1", "format": "x"}', "an object names the key 'format' twice"),
+        ("[" * 100_000 + "]" * 100_000, "values are nested too deeply"),
+        ('{"n": ' + "1" * 5000 + "}", "Exceeds the limit"),
+        (b'{"a": "\x80"}', "the text is not UTF-8"),
+    ],
+)
+def test_json_that_python_cannot_read_whole_is_one_error(tmp_path, text, message) -> None:
+    path = tmp_path / "g.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(GraphError, match=f"^{path}: not valid JSON \\(.*{message}"):
+        read_graph(path)
 
 
 @pytest.mark.parametrize(("edit", "message"), GRAPH_RULES)
@@ -208,11 +262,11 @@ SOLUTION_RULES = [
     (_edit("graph", "other"), "solution is for graph 'other', not 'tiny'"),
     (_edit("devices", 0), "devices must be an integer >= 1, got 0"),
     (_edit("schedule", _DELETE), "missing required field 'schedule'"),
-    (_edit("placement.zz", 0), "placement: \"zz\" is not an op of graph 'tiny'"),
+    (_edit("placement.zz", 0), "placement: 'zz' is not an op of graph 'tiny'"),
     (_edit("placement.b", 2), r"placement: op 'b': device must be an integer in \[0, 2\), got 2"),
     (_edit("placement.b", _DELETE), "placement: op 'b' has no device"),
-    (_edit("schedule.0", {"op": "zz"}), r"schedule\[0\]: \"zz\" is not an op of graph 'tiny'"),
-    (_edit("schedule.1", {"transfer": "zz", "to": 1}), r"schedule\[1\]: \"zz\" is not a tensor"),
+    (_edit("schedule.0", {"op": "zz"}), r"schedule\[0\]: 'zz' is not an op of graph 'tiny'"),
+    (_edit("schedule.1", {"transfer": "zz", "to": 1}), r"schedule\[1\]: 'zz' is not a tensor"),
     (
         _edit("schedule.1", {"transfer": "a:0", "to": 7}),
         r"schedule\[1\]: 'to' must be a device in \[0, 2\)",
@@ -220,6 +274,14 @@ SOLUTION_RULES = [
     (_edit("schedule.1", {"transfer": "a:0"}), r"schedule\[1\]: an event is"),
     (_edit("schedule.1", "a"), r"schedule\[1\]: an event is"),
     (_edit("objective", []), "objective: must be a JSON object"),
+    (_edit("devices", 10**30), "devices must be at most 512 .*, got an integer of about 31"),
+    (_edit("devices", 10**9), "devices must be at most 512"),
+    (_edit("machine", {"devices": 5}), "machine: devices 5 contradicts the solution's devices 2"),
+    (_edit("machine", {"mode": "fast"}), "machine: mode must be 'sync' or 'async', got 'fast'"),
+    (_edit("machine", {"capasity": 5}), "machine: unknown field 'capasity': did you mean"),
+    (_edit("objective", {"peak_mem": 600}), "unknown field 'peak_mem': did you mean 'peak_memory'"),
+    (_edit("schedul", []), "unknown field 'schedul': did you mean 'schedule'"),
+    (_edit("fusion", [["a", "b"]]), "field 'fusion' is not supported"),
 ]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from graphopt.errors import MachineError
+from graphopt.limits import MAX_CAPACITY, MAX_DEVICES
 
 TransferMode = Literal["sync", "async"]
 
@@ -37,6 +38,11 @@ class Machine:
             or self.n_devices < 1
         ):
             raise MachineError(f"devices must be an integer >= 1, got {self.n_devices!r}")
+        if self.n_devices > MAX_DEVICES:
+            raise MachineError(
+                f"devices must be at most {MAX_DEVICES} (docs/format.md, limits), "
+                f"got {self.n_devices:,}"
+            )
         if self.capacity is not None and (
             isinstance(self.capacity, bool)
             or not isinstance(self.capacity, int)
@@ -44,6 +50,11 @@ class Machine:
         ):
             raise MachineError(
                 f"capacity must be an integer number of bytes >= 0, got {self.capacity!r}"
+            )
+        if self.capacity is not None and self.capacity > MAX_CAPACITY:
+            raise MachineError(
+                f"capacity must be at most 2**63 - 1 bytes (docs/format.md, limits), "
+                f"got {self.capacity:,}"
             )
         if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0:
             raise MachineError(

@@ -17,9 +17,10 @@ import numpy as np
 from graphopt.costmodels import _kernels
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.validity import Violation, violation_message
-from graphopt.errors import SolutionError
+from graphopt.errors import MachineError, SolutionError
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
+from graphopt.limits import MAX_COPIES
 
 
 def speedup(total_runtime: float, makespan: float) -> float:
@@ -99,6 +100,7 @@ class Scorer:
     """
 
     def __init__(self, graph: Graph, machine: Machine) -> None:
+        check_problem_size(graph, machine)
         self.graph = graph
         self.machine = machine
         self.kernel_arrays = (  # the graph as the numba kernels take it
@@ -195,6 +197,33 @@ class Scorer:
             speedup=speedup(self.graph.total_runtime, float(makespan)),
             capacity=self.machine.capacity,
         )
+
+
+def check_problem_size(graph: Graph, machine: Machine) -> None:
+    """Refuses a graph and machine whose scoring would exceed the limits (docs/format.md).
+
+    The scorer keeps a state per possible copy (tensors x devices), and every makespan is at
+    most the sum of all op runtimes and all transfer durations, which must stay finite.
+
+    Raises:
+        MachineError: naming the limit.
+    """
+    copies = graph.n_tensors * machine.n_devices
+    if copies > MAX_COPIES:
+        raise MachineError(
+            f"{graph.n_tensors:,} tensors on {machine.n_devices} devices make {copies:,} possible "
+            f"copies, more than the limit of 2**26 = {MAX_COPIES:,} (docs/format.md, limits); "
+            "use fewer devices"
+        )
+    if machine.n_devices > 1 and graph.n_tensors:
+        largest = machine.transfer_duration(int(graph.tensor_size.max()))
+        bound = graph.total_runtime + largest * graph.n_tensors * (machine.n_devices - 1)
+        if not math.isfinite(bound):
+            raise MachineError(
+                f"a transfer of the largest tensor takes {largest:.3g} s at latency "
+                f"{machine.latency:g} s and bandwidth {machine.bandwidth:g} bytes/s: makespans "
+                "could overflow a float64; use a larger time unit or bandwidth"
+            )
 
 
 def check_shapes(graph: Graph, solution: Solution, machine: Machine) -> None:

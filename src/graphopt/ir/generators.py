@@ -29,9 +29,14 @@ import numpy as np
 
 from graphopt.errors import GraphoptError
 from graphopt.ir.graph import Graph
+from graphopt.limits import MAX_TOTAL_BYTES
 
-MAX_SIZE = 2**53
-"""Largest tensor or scratch size a `SizeDistribution` yields: every size is exact as a float64."""
+MAX_SIZE = MAX_TOTAL_BYTES
+"""Largest tensor or scratch size a `SizeDistribution` yields: every size is exact as a float64
+(a graph's sizes together must stay within the same limit)."""
+
+MAX_GENERATED_OPS = 10_000_000
+"""Most ops a generator makes: ten million ops already take gigabytes of edges and seconds."""
 
 SizeKind = Literal["loguniform", "uniform", "constant", "lognormal"]
 """The kinds of `SizeDistribution`."""
@@ -164,6 +169,11 @@ class _Common:
     ) -> _Common:
         """Validates the shared arguments before any drawing, so bad input fails fast."""
         n = _integer(family, "n", n, min_n)
+        if n > MAX_GENERATED_OPS:
+            raise GraphoptError(
+                f"{family}: n must be at most {MAX_GENERATED_OPS:,} (the generators' limit), "
+                f"got n={n:,}"
+            )
         seed = _integer(family, "seed", seed, 0)
         low = _number(family, "runtime_low", runtime_low, 0.0)
         high = _number(family, "runtime_high", runtime_high, 0.0)

@@ -18,6 +18,7 @@ import numpy as np
 
 from graphopt.errors import GraphError
 from graphopt.ir._algorithms import longest_path, topological_order
+from graphopt.limits import MAX_ITEMS, MAX_TOTAL_BYTES
 
 INDEX = np.int32
 """dtype of op and tensor indices inside the IR."""
@@ -25,6 +26,13 @@ OFFSET = np.int64
 """dtype of CSR offsets."""
 SIZE = np.int64
 """dtype of byte sizes."""
+
+OP_FIELDS = ("name", "runtime", "temp_memory")
+"""Op fields of the format held in the graph's arrays; an op's `op_attrs` hold the others."""
+TENSOR_FIELDS = ("name", "size", "producer", "consumers", "persistent")
+"""Tensor fields of the format held in the graph's arrays; `tensor_attrs` hold the others."""
+GRAPH_FIELDS = ("format", "name", "ops", "tensors")
+"""Graph-level fields of the format; `attrs` holds the others."""
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -110,8 +118,19 @@ class Graph:
             "tensor_persistent",
         )
         ptr = _as_array(consumer_ptr, np.int64, n_tensors + 1, "consumer_ptr")
-        consumers = np.asarray(consumer_op, dtype=np.int64).reshape(-1)
-        if ptr[0] != 0 or np.any(np.diff(ptr) < 0) or ptr[-1] != consumers.shape[0]:
+        consumers = _as_array(consumer_op, np.int64, None, "consumer_op")
+        for count, what in ((n_ops, "ops"), (n_tensors, "tensors"), (consumers.shape[0], "edges")):
+            if count > MAX_ITEMS:
+                raise GraphError(
+                    f"the graph has {count:,} {what}, more than the limit of 2**30 "
+                    "(docs/format.md, limits)"
+                )
+        if (
+            ptr[0] != 0
+            or np.any((ptr < 0) | (ptr > consumers.shape[0]))
+            or np.any(np.diff(ptr) < 0)
+            or ptr[-1] != consumers.shape[0]
+        ):
             raise GraphError(
                 "consumer_ptr must start at 0, not decrease and end at len(consumer_op)"
             )
@@ -119,13 +138,7 @@ class Graph:
         _check_names(op_names, "op")
         _check_names(tensor_names, "tensor")
         _check_runtimes(runtime, op_names)
-        bad = np.flatnonzero(temp < 0)
-        if bad.size:
-            j = bad[0]
-            raise GraphError(
-                f"op '{op_names[j]}': temp_memory must be an integer >= 0, got {temp[j]}"
-            )
-        _check_sizes(size, tensor_names)
+        _check_bytes(size, temp, tensor_names, op_names)
         bad = np.flatnonzero((producer < 0) | (producer >= n_ops))
         if bad.size:
             t = bad[0]
@@ -161,8 +174,13 @@ class Graph:
         )
         if len(op_extras) != n_ops or len(tensor_extras) != n_tensors:
             raise GraphError("op_attrs / tensor_attrs must have one mapping per op / tensor")
+        _check_attrs(op_extras, OP_FIELDS, "op", op_names)
+        _check_attrs(tensor_extras, TENSOR_FIELDS, "tensor", tensor_names)
+        _check_attrs([attrs or {}], GRAPH_FIELDS, "graph", [name])
+        if not isinstance(name, str):
+            raise GraphError(f"graph name must be a string, got {name!r}")
         graph = Graph(
-            name=str(name),
+            name=name,
             op_names=op_names,
             op_runtime=_frozen(runtime),
             op_temp_memory=_frozen(temp),
@@ -373,7 +391,7 @@ class Graph:
     def with_tensor_sizes(self, tensor_size: Any, name: str | None = None) -> Graph:
         """The same topology with new tensor sizes (e.g. REGAL's augmentation), validated."""
         size = _as_array(tensor_size, SIZE, self.n_tensors, "tensor_size")
-        _check_sizes(size, self.tensor_names)
+        _check_bytes(size, self.op_temp_memory, self.tensor_names, self.op_names)
         return replace(self, tensor_size=_frozen(size), name=self.name if name is None else name)
 
     def with_op_runtimes(self, op_runtime: Any) -> Graph:
@@ -393,19 +411,79 @@ class Graph:
         )
 
 
-def _as_array(values: Any, dtype: Any, length: int, what: str) -> np.ndarray:
-    """Converts to a fresh 1-D array of `dtype` and `length` (scalars broadcast)."""
+def _as_array(values: Any, dtype: Any, length: int | None, what: str) -> np.ndarray:
+    """Converts to a fresh 1-D array of `dtype` and `length` (scalars broadcast), exactly.
+
+    `length` None takes any length and broadcasts no scalar.
+
+    A value that would change on the way (an integer that wraps, a fraction bound for an
+    integer array, a bool read as a number) is refused, never converted.
+    """
+    target = np.dtype(dtype)
     try:
-        array = np.array(values, dtype=dtype)
+        array = np.asarray(values)
     except (TypeError, ValueError, OverflowError) as error:
-        raise GraphError(
-            f"{what}: cannot be read as {np.dtype(dtype).name} values ({error})"
-        ) from None
-    if array.ndim == 0:
-        array = np.full(length, array, dtype=dtype)
-    if array.ndim != 1 or array.shape[0] != length:
-        raise GraphError(f"{what}: expected {length} values, got shape {array.shape}")
-    return array
+        raise GraphError(f"{what}: cannot be read as {target.name} values ({error})") from None
+    if array.size == 0 and array.dtype.kind in "biuf":  # [] arrives as float64
+        converted = array.astype(target)
+    elif target.kind == "b":
+        if array.dtype.kind != "b":
+            raise GraphError(f"{what}: must hold true/false values, got {array.dtype} values")
+        converted = array.astype(bool)
+    elif target.kind == "f":
+        if array.dtype.kind not in "iuf":
+            raise GraphError(f"{what}: must hold numbers, got {array.dtype} values")
+        converted = array.astype(target)
+    else:
+        if not isinstance(values, np.ndarray) and array.dtype.kind not in "iu":
+            # A Python sequence mixing large integers and floats arrives as rounded floats.
+            array = np.asarray(values, dtype=object)
+        converted = _exact_integers(array, what)
+    if converted.ndim == 0 and length is not None:
+        converted = np.full(length, converted, dtype=target)
+    if converted.ndim != 1 or length is not None and converted.shape[0] != length:
+        raise GraphError(f"{what}: expected {length} values, got shape {converted.shape}")
+    return np.array(converted, dtype=target)
+
+
+def _exact_integers(array: np.ndarray, what: str) -> np.ndarray:
+    """int64 values of an integer, integral-float or Python-object array; refuses the rest."""
+    if array.dtype.kind == "i":
+        return array.astype(np.int64)
+    limit = np.iinfo(np.int64)
+    if array.dtype.kind == "u":
+        bad = np.flatnonzero(array.reshape(-1) > limit.max)
+    elif array.dtype.kind == "f":
+        flat = array.reshape(-1)
+        with np.errstate(invalid="ignore"):
+            bad = np.flatnonzero(
+                ~np.isfinite(flat)
+                | (flat != np.floor(flat))
+                | (flat < -(2.0**63))
+                | (flat >= 2.0**63)
+            )
+    elif array.dtype.kind == "O":
+        items = array.reshape(-1).tolist()
+        bad = np.array(
+            [i for i, item in enumerate(items) if not _is_int64(item, limit)], dtype=np.int64
+        )
+        if not bad.size:
+            return np.array([int(item) for item in items], dtype=np.int64).reshape(array.shape)
+    else:
+        raise GraphError(f"{what}: must hold integers, got {array.dtype} values")
+    if bad.size:
+        value = array.reshape(-1)[bad[0]]
+        where = f"{what}[{bad[0]}]" if array.ndim else what
+        raise GraphError(f"{where}: {value!r} is not an integer that fits int64")
+    return array.astype(np.int64)
+
+
+def _is_int64(item: Any, limit: np.iinfo) -> bool:
+    if isinstance(item, bool | np.bool_) or not isinstance(item, int | float | np.number):
+        return False
+    if isinstance(item, float | np.floating) and not (math.isfinite(item) and item == int(item)):
+        return False
+    return limit.min <= int(item) <= limit.max
 
 
 def _check_runtimes(runtime: np.ndarray, op_names: tuple[str, ...]) -> None:
@@ -415,13 +493,69 @@ def _check_runtimes(runtime: np.ndarray, op_names: tuple[str, ...]) -> None:
         raise GraphError(
             f"op '{op_names[j]}': runtime must be a finite number >= 0, got {runtime[j]}"
         )
+    with np.errstate(over="ignore"):
+        total = runtime.sum()
+    if not math.isfinite(total):
+        raise GraphError("op runtimes: their sum overflows a float64; use a larger time unit")
 
 
-def _check_sizes(size: np.ndarray, tensor_names: tuple[str, ...]) -> None:
-    bad = np.flatnonzero(size < 0)
-    if bad.size:
-        t = bad[0]
-        raise GraphError(f"tensor '{tensor_names[t]}': size must be an integer >= 0, got {size[t]}")
+def _check_bytes(
+    size: np.ndarray, temp: np.ndarray, tensor_names: Sequence[str], op_names: Sequence[str]
+) -> None:
+    """Sizes and temp memory >= 0, and their sum within `MAX_TOTAL_BYTES` (exact, no wrap)."""
+    for values, kind, name, labels in (
+        (size, "tensor", "size", tensor_names),
+        (temp, "op", "temp_memory", op_names),
+    ):
+        for bad, rule in (
+            (np.flatnonzero(values < 0), "must be an integer >= 0"),
+            (np.flatnonzero(values > MAX_TOTAL_BYTES), "must be at most 2**53 (docs/format.md)"),
+        ):
+            if bad.size:
+                i = bad[0]
+                raise GraphError(f"{kind} '{labels[i]}': {name} {rule}, got {values[i]}")
+    total = _exact_sum(size) + _exact_sum(temp)
+    if total > MAX_TOTAL_BYTES:
+        raise GraphError(
+            f"tensor sizes and temp memory add up to {total:,} bytes, more than the limit of "
+            f"2**53 = {MAX_TOTAL_BYTES:,} bytes (docs/format.md, limits)"
+        )
+
+
+def _exact_sum(values: np.ndarray) -> int:
+    """Exact sum of int64 values in [0, 2**53], in two halves that cannot overflow int64."""
+    high = int((values >> 26).sum())
+    low = int((values & (2**26 - 1)).sum())
+    return (high << 26) + low
+
+
+def _check_attrs(
+    attrs: Sequence[Any], fields: tuple[str, ...], kind: str, names: Sequence[str]
+) -> None:
+    """Extra fields are string-keyed mappings that do not shadow a field kept in the arrays.
+
+    One pass gathers every key (cheap for the usual empty mappings); the offending item is only
+    looked for once a problem is known.
+    """
+    reserved = frozenset(fields)
+    keys: set[Any] = set()
+    for item in attrs:
+        if type(item) is not dict and not isinstance(item, Mapping):
+            break
+        keys.update(item)
+    else:
+        if reserved.isdisjoint(keys) and all(isinstance(key, str) for key in keys):
+            return
+    for item, name in zip(attrs, names, strict=True):
+        label = f"{kind} '{name}'" if kind != "graph" else "graph"
+        if not isinstance(item, Mapping):
+            raise GraphError(f"{label}: extra fields must be a mapping, got {type(item).__name__}")
+        bad = [key for key in item if not isinstance(key, str) or key in reserved]
+        if bad:
+            raise GraphError(
+                f"{label}: extra field {bad[0]!r} is not a string key, or is a field of the "
+                "format held in the graph's arrays"
+            )
 
 
 def _check_names(names: tuple[str, ...], kind: str) -> None:

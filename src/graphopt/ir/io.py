@@ -10,37 +10,52 @@ line naming the offending item; nothing is silently repaired. Fields the contrac
 
 from __future__ import annotations
 
+import difflib
 import json
+import lzma
 import math
-from collections.abc import Mapping
+import os
+import struct
+import sys
+import tempfile
+import tokenize
+import zipfile
+import zlib
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
+from graphopt._messages import describe, reason
 from graphopt.errors import GraphError, GraphoptError, SolutionError
-from graphopt.ir.graph import Graph
+from graphopt.ir.graph import GRAPH_FIELDS, OP_FIELDS, TENSOR_FIELDS, Graph
 from graphopt.ir.solution import Solution, decode_event
+from graphopt.limits import MAX_DEVICES, MAX_TOTAL_BYTES
 
 GRAPH_FORMAT = "graphopt.graph/1"
 SOLUTION_FORMAT = "graphopt.solution/1"
-_OP_FIELDS = ("name", "runtime", "temp_memory")
-_TENSOR_FIELDS = ("name", "size", "producer", "consumers", "persistent")
-_GRAPH_FIELDS = ("format", "name", "ops", "tensors")
-_INT64_MAX = np.iinfo(np.int64).max
 
-
-def _describe(value: Any) -> str:
-    text = json.dumps(value) if _jsonable(value) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _jsonable(value: Any) -> bool:
-    try:
-        json.dumps(value, allow_nan=True)
-    except (TypeError, ValueError):
-        return False
-    return True
+# The contract's own vocabulary per object (COST_MODEL.md 1, 3, 7): a key missing from these
+# lists but close to one of them is a misspelling and is refused; other keys are metadata.
+_VOCABULARY = {
+    "graph": (*GRAPH_FIELDS, "kernel"),
+    "op": (*OP_FIELDS, "fusion", "compute_time", "type", "flops", "bytes_accessed", "shape"),
+    "tensor": (*TENSOR_FIELDS, "output"),
+    "solution": (
+        "format", "graph", "devices", "placement", "schedule", "objective", "solver", "machine",
+        "fusion",
+    ),
+    "machine": ("devices", "capacity", "latency", "bandwidth", "mode"),
+    "objective": ("peak_memory", "makespan", "speedup", "peak_memory_per_device", "feasible"),
+}  # fmt: skip
+_OP_KEYS = frozenset(OP_FIELDS)
+_TENSOR_KEYS = frozenset(TENSOR_FIELDS)
+# Metadata keys graphopt's own importers and generators write, never taken for misspellings.
+_PROJECT_EXTRAS = frozenset(
+    {"dtype", "module", "kind", "device", "id", "inaccurate", "memory_time", "alias_of"}
+)
 
 
 def _is_number(value: Any) -> bool:
@@ -53,9 +68,11 @@ def _byte_count(value: Any, where: str, field: str, error: type[GraphoptError]) 
         isinstance(value, int) or math.isfinite(value) and value == int(value)
     ):
         count = int(value)
-        if 0 <= count <= _INT64_MAX:
+        if 0 <= count <= MAX_TOTAL_BYTES:
             return count
-    raise error(f"{where}: {field} must be an integer >= 0, got {_describe(value)}")
+    if _finite_number(value) and value > MAX_TOTAL_BYTES:
+        raise error(f"{where}: {field} must be at most 2**53 (docs/format.md), got {value:.6g}")
+    raise error(f"{where}: {field} must be an integer >= 0, got {describe(value)}")
 
 
 def _seconds(value: Any, where: str, field: str, error: type[GraphoptError]) -> float:
@@ -66,18 +83,18 @@ def _seconds(value: Any, where: str, field: str, error: type[GraphoptError]) -> 
             seconds = math.inf
         if math.isfinite(seconds) and seconds >= 0:
             return seconds
-    raise error(f"{where}: {field} must be a finite number >= 0, got {_describe(value)}")
+    raise error(f"{where}: {field} must be a finite number >= 0, got {describe(value)}")
 
 
 def _object(value: Any, where: str, error: type[GraphoptError]) -> Mapping[str, Any]:
     if not isinstance(value, dict):
-        raise error(f"{where}: must be a JSON object, got {_describe(value)}")
+        raise error(f"{where}: must be a JSON object, got {describe(value)}")
     return value
 
 
 def _list(value: Any, where: str, error: type[GraphoptError]) -> list[Any]:
     if not isinstance(value, list):
-        raise error(f"{where}: must be a JSON list, got {_describe(value)}")
+        raise error(f"{where}: must be a JSON list, got {describe(value)}")
     return value
 
 
@@ -86,7 +103,7 @@ def _name(item: Mapping[str, Any], where: str, error: type[GraphoptError]) -> st
         raise error(f"{where}: missing required field 'name'")
     name = item["name"]
     if not isinstance(name, str) or not name:
-        raise error(f"{where}: name must be a non-empty string, got {_describe(name)}")
+        raise error(f"{where}: name must be a non-empty string, got {describe(name)}")
     return name
 
 
@@ -94,7 +111,42 @@ def _check_format(data: Mapping[str, Any], expected: str, error: type[GraphoptEr
     if "format" not in data:
         raise error(f"missing field 'format' (expected '{expected}')")
     if data["format"] != expected:
-        raise error(f"format must be '{expected}', got {_describe(data['format'])}")
+        raise error(f"format must be '{expected}', got {describe(data['format'])}")
+
+
+@lru_cache(maxsize=1024)
+def _misspelling(key: str, kind: str) -> str | None:
+    """The vocabulary field `key` most likely misspells, or None for a genuine extra field."""
+    vocabulary = _VOCABULARY[kind]
+    if key in vocabulary or key in _PROJECT_EXTRAS:
+        return None
+    folded = key.lower().replace("_", "").replace("-", "").replace(" ", "")
+    for field in vocabulary:
+        if field.replace("_", "") == folded:
+            return field
+    close = difflib.get_close_matches(key.lower(), vocabulary, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def _check_fields(
+    item: Mapping[str, Any], kind: str, where: str, error: type[GraphoptError]
+) -> None:
+    """Refuses a key of `item` that misspells a field of the contract's vocabulary."""
+    for key in item:
+        if not isinstance(key, str):
+            continue
+        if (field := _misspelling(key, kind)) is not None:
+            raise error(
+                f"{where}: unknown field {describe(key)}: did you mean '{field}'? (extra "
+                "fields are kept as metadata, but not ones this close to a field of the format)"
+            )
+
+
+def _unsupported(where: str, field: str, error: type[GraphoptError]) -> GraphoptError:
+    return error(
+        f"{where}: field '{field}' is not supported by this version of graphopt yet (docs/"
+        "format.md section 13); scoring without it would be wrong, so the input is refused"
+    )
 
 
 # ---------------------------------------------------------------------------------- graphs
@@ -106,9 +158,10 @@ def graph_from_json(data: Any) -> Graph:
     """
     data = _object(data, "graph", GraphError)
     _check_format(data, GRAPH_FORMAT, GraphError)
+    _check_fields(data, "graph", "graph", GraphError)
     name = data.get("name", "")
     if not isinstance(name, str):
-        raise GraphError(f"name must be a string, got {_describe(name)}")
+        raise GraphError(f"name must be a string, got {describe(name)}")
     for field in ("ops", "tensors"):
         if field not in data:
             raise GraphError(f"missing required field '{field}'")
@@ -125,13 +178,15 @@ def graph_from_json(data: Any) -> Graph:
         op_name = _name(op, f"ops[{i}]", GraphError)
         if op_name in op_index:
             raise GraphError(f"op '{op_name}': name is not unique")
+        if not op.keys() <= _OP_KEYS:
+            _check_fields(op, "op", f"op '{op_name}'", GraphError)
         op_index[op_name] = i
         op_names.append(op_name)
         runtime[i] = _seconds(op.get("runtime", 0.0), f"op '{op_name}'", "runtime", GraphError)
         temp[i] = _byte_count(
             op.get("temp_memory", 0), f"op '{op_name}'", "temp_memory", GraphError
         )
-        op_attrs.append({k: v for k, v in op.items() if k not in _OP_FIELDS})
+        op_attrs.append({k: v for k, v in op.items() if k not in OP_FIELDS})
 
     tensor_names: list[str] = []
     size = np.zeros(len(tensors), dtype=np.int64)
@@ -149,6 +204,10 @@ def graph_from_json(data: Any) -> Graph:
             raise GraphError(f"{where}: name is not unique")
         seen_tensors.add(tensor_name)
         tensor_names.append(tensor_name)
+        if not tensor.keys() <= _TENSOR_KEYS:
+            _check_fields(tensor, "tensor", where, GraphError)
+        if tensor.get("output", False) is not False:
+            raise _unsupported(where, "output", GraphError)
         if "size" not in tensor:
             raise GraphError(f"{where}: missing required field 'size'")
         size[i] = _byte_count(tensor["size"], where, "size", GraphError)
@@ -156,13 +215,13 @@ def graph_from_json(data: Any) -> Graph:
             raise GraphError(f"{where}: missing required field 'producer'")
         made_by = tensor["producer"]
         if not isinstance(made_by, str) or made_by not in op_index:
-            raise GraphError(f"{where}: producer {_describe(made_by)} is not an op of the graph")
+            raise GraphError(f"{where}: producer {describe(made_by)} is not an op of the graph")
         producer[i] = op_index[made_by]
         used_by = _list(tensor.get("consumers", []), f"{where}: consumers", GraphError)
         for consumer in used_by:
             if not isinstance(consumer, str) or consumer not in op_index:
                 raise GraphError(
-                    f"{where}: consumer {_describe(consumer)} is not an op of the graph"
+                    f"{where}: consumer {describe(consumer)} is not an op of the graph"
                 )
             if consumer == made_by:
                 raise GraphError(f"{where}: lists its producer '{made_by}' as a consumer")
@@ -170,9 +229,9 @@ def graph_from_json(data: Any) -> Graph:
         consumer_count[i] = len(used_by)
         flag = tensor.get("persistent", False)
         if not isinstance(flag, bool):
-            raise GraphError(f"{where}: persistent must be true or false, got {_describe(flag)}")
+            raise GraphError(f"{where}: persistent must be true or false, got {describe(flag)}")
         persistent[i] = flag
-        tensor_attrs.append({k: v for k, v in tensor.items() if k not in _TENSOR_FIELDS})
+        tensor_attrs.append({k: v for k, v in tensor.items() if k not in TENSOR_FIELDS})
 
     consumer_ptr = np.zeros(len(tensors) + 1, dtype=np.int64)
     np.cumsum(consumer_count, out=consumer_ptr[1:])
@@ -189,7 +248,7 @@ def graph_from_json(data: Any) -> Graph:
         tensor_persistent=persistent,
         op_attrs=op_attrs,
         tensor_attrs=tensor_attrs,
-        attrs={k: v for k, v in data.items() if k not in _GRAPH_FIELDS},
+        attrs={k: v for k, v in data.items() if k not in GRAPH_FIELDS},
     )
 
 
@@ -232,90 +291,185 @@ _NPZ_ARRAYS = {  # array -> dtype kinds it may have (b: bool, i/u: integers, f: 
     "consumer_ptr": "iu",
     "consumer_op": "iu",
 }
+_NPZ_STRINGS = {"format": 0, "name": 0, "extras": 0, "op_names": 1, "tensor_names": 1}
+"""String arrays of the .npz form and their number of dimensions."""
+_NPZ_REQUIRED = ("format", "name", "op_names", "tensor_names", *_NPZ_ARRAYS)
+_DEFLATE_RATIO = 1100
+"""Deflate never expands data more than about 1032-fold: a member claiming more is corrupt."""
+_ARCHIVE_ERRORS = (
+    OSError, EOFError, ValueError, RuntimeError, NotImplementedError, SyntaxError, struct.error,
+    tokenize.TokenError, zipfile.BadZipFile, zlib.error, lzma.LZMAError,
+)  # fmt: skip
+"""What zipfile and numpy raise on a damaged archive, member or .npy header (numpy parses the
+header's Python literal with `tokenize` and `ast`)."""
 
 
-def _write_npz(graph: Graph, path: Path) -> None:
+def _write_npz(graph: Graph, file: BinaryIO) -> None:
     extras = {
         "graph": dict(graph.attrs),
         "ops": list(graph.op_attrs) if any(graph.op_attrs) else None,
         "tensors": list(graph.tensor_attrs) if any(graph.tensor_attrs) else None,
     }
-    with path.open("wb") as file:
-        np.savez(
-            file,
-            format=np.array(GRAPH_FORMAT),
-            name=np.array(graph.name),
-            op_names=np.array(graph.op_names, dtype=str),
-            tensor_names=np.array(graph.tensor_names, dtype=str),
-            extras=np.array(json.dumps(extras)),
-            **{key: getattr(graph, key) for key in _NPZ_ARRAYS},
+    np.savez(
+        file,
+        format=np.array(GRAPH_FORMAT),
+        name=np.array(graph.name),
+        op_names=np.array(graph.op_names, dtype=str),
+        tensor_names=np.array(graph.tensor_names, dtype=str),
+        extras=np.array(_dumps(extras)),
+        **{key: getattr(graph, key) for key in _NPZ_ARRAYS},
+    )
+
+
+def _npz_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, key: str) -> np.ndarray:
+    """One array of the archive, its .npy header checked against the rules before any read."""
+    with archive.open(info) as stream:
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            raise GraphError(f"array '{key}': .npy version {version} is not 1.0 or 2.0")
+    ndim = _NPZ_STRINGS.get(key, 1)
+    kinds = _NPZ_ARRAYS.get(key, "U")
+    if dtype.hasobject or dtype.kind not in kinds or len(shape) != ndim:
+        wanted = "a string" if ndim == 0 else f"1-D of kind '{kinds}'"
+        raise GraphError(f"array '{key}' must be {wanted}, got {dtype} {shape}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > info.file_size or nbytes > info.compress_size * _DEFLATE_RATIO + 2**16:
+        raise GraphError(
+            f"array '{key}': its header promises {nbytes:,} bytes but the archive member "
+            f"holds {info.file_size:,}"
         )
+    with archive.open(info) as stream:
+        array = np.lib.format.read_array(stream, allow_pickle=False)
+    if dtype.kind == "U" and array.size:
+        codes = np.frombuffer(array.tobytes(), dtype=f"{dtype.str[0]}u4")
+        if codes.max() > sys.maxunicode:
+            raise GraphError(f"array '{key}' holds a character code beyond Unicode")
+    return array
+
+
+def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The archive's known arrays, each read once and validated; other members are skipped."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            arrays: dict[str, np.ndarray] = {}
+            for info in archive.infolist():
+                key = info.filename.removesuffix(".npy")
+                if key not in _NPZ_STRINGS and key not in _NPZ_ARRAYS:
+                    continue
+                if key in arrays:
+                    raise GraphError(f"array '{key}' appears twice in the archive")
+                try:
+                    arrays[key] = _npz_member(archive, info, key)
+                except GraphError:
+                    raise
+                except _ARCHIVE_ERRORS as error:
+                    raise GraphError(f"array '{key}' cannot be read ({reason(error)})") from None
+                except MemoryError:
+                    raise GraphError(f"array '{key}' is too large to load") from None
+    except GraphError:
+        raise
+    except _ARCHIVE_ERRORS as error:
+        raise GraphError(f"not a readable .npz archive ({reason(error)})") from None
+    missing = [key for key in _NPZ_REQUIRED if key not in arrays]
+    if missing:
+        raise GraphError(f"missing array '{missing[0]}' in the .npz graph")
+    return arrays
+
+
+def _npz_extras(text: str) -> dict[str, Any]:
+    """The JSON of the `extras` array: graph, op and tensor metadata, each checked for shape."""
+    extras = parse_json(text, GraphError, "array 'extras' is not valid JSON")
+    if not isinstance(extras, dict):
+        raise GraphError("array 'extras' must hold a JSON object")
+    for key, wanted in (("graph", dict), ("ops", list), ("tensors", list)):
+        value = extras.get(key)
+        if value is not None and not isinstance(value, wanted):
+            kind = "an object" if wanted is dict else "a list or null"
+            raise GraphError(f"array 'extras': '{key}' must be {kind}")
+    return extras
 
 
 def _read_npz(path: Path) -> Graph:
+    arrays = _npz_arrays(path)
+    if str(arrays["format"]) != GRAPH_FORMAT:
+        raise GraphError(f"format must be '{GRAPH_FORMAT}', got {describe(str(arrays['format']))}")
+    extras = _npz_extras(str(arrays["extras"])) if "extras" in arrays else {}
+    return Graph.from_arrays(
+        str(arrays["name"]),
+        arrays["op_names"].tolist(),
+        arrays["op_runtime"],
+        arrays["tensor_names"].tolist(),
+        arrays["tensor_size"],
+        arrays["tensor_producer"],
+        arrays["consumer_ptr"],
+        arrays["consumer_op"],
+        op_temp_memory=arrays["op_temp_memory"],
+        tensor_persistent=arrays["tensor_persistent"],
+        op_attrs=extras.get("ops"),
+        tensor_attrs=extras.get("tensors"),
+        attrs=extras.get("graph"),
+    )
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object that names no key twice (json would silently keep the last)."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise _DuplicateKey(repeated)
+    return document
+
+
+class _DuplicateKey(ValueError):
+    """Raised inside the JSON parser; `parse_json` turns it into the caller's error type."""
+
+
+def parse_json(text: str | bytes, error: type[GraphoptError], what: str = "not valid JSON") -> Any:
+    """Parses JSON strictly (no key named twice in an object); `error` says what is broken.
+
+    Every way the parser can fail (syntax, encoding, nesting deeper than Python's recursion
+    limit, an integer of more than 4,300 digits) becomes `error(f"{what} (reason)")`.
+    """
     try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as error:
-        raise GraphError(f"not a readable .npz archive ({error})") from None
-    with archive:
-        missing = [
-            k
-            for k in ("format", "name", "op_names", "tensor_names", *_NPZ_ARRAYS)
-            if k not in archive
-        ]
-        if missing:
-            raise GraphError(f"missing array '{missing[0]}' in the .npz graph")
-        if str(archive["format"]) != GRAPH_FORMAT:
-            raise GraphError(f"format must be '{GRAPH_FORMAT}', got '{archive['format']}'")
-        arrays = {}
-        for key, kinds in _NPZ_ARRAYS.items():
-            array = archive[key]
-            if array.dtype.kind not in kinds or array.ndim != 1:
-                raise GraphError(
-                    f"array '{key}' must be 1-D of kind '{kinds}', got {array.dtype} {array.shape}"
-                )
-            arrays[key] = array
-        op_names, tensor_names = archive["op_names"], archive["tensor_names"]
-        for key, names in (("op_names", op_names), ("tensor_names", tensor_names)):
-            if names.dtype.kind != "U" or names.ndim != 1:
-                raise GraphError(f"array '{key}' must be a 1-D array of strings")
-        extras: dict[str, Any] = {}
-        if "extras" in archive:
-            try:
-                extras = json.loads(str(archive["extras"]))
-            except json.JSONDecodeError as error:
-                raise GraphError(f"array 'extras' is not valid JSON ({error.msg})") from None
-            if not isinstance(extras, dict):
-                raise GraphError("array 'extras' must hold a JSON object")
-        return Graph.from_arrays(
-            str(archive["name"]),
-            op_names.tolist(),
-            arrays["op_runtime"],
-            tensor_names.tolist(),
-            arrays["tensor_size"],
-            arrays["tensor_producer"],
-            arrays["consumer_ptr"],
-            arrays["consumer_op"],
-            op_temp_memory=arrays["op_temp_memory"],
-            tensor_persistent=arrays["tensor_persistent"],
-            op_attrs=extras.get("ops") or None,
-            tensor_attrs=extras.get("tensors") or None,
-            attrs=extras.get("graph") or None,
-        )
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as decode_error:
+        reason = f"{decode_error.msg} at line {decode_error.lineno} column {decode_error.colno}"
+    except _DuplicateKey as duplicate:
+        reason = f"an object names the key {describe(duplicate.args[0])} twice"
+    except UnicodeDecodeError:
+        reason = "the text is not UTF-8"
+    except RecursionError:
+        reason = "values are nested too deeply"
+    except ValueError as value_error:
+        reason = str(value_error)
+    raise error(f"{what} ({reason})")
+
+
+def _dumps(document: Any, **options: Any) -> str:
+    """JSON text of a document whose metadata may hold numpy scalars or arrays."""
+    try:
+        return json.dumps(document, default=_json_value, **options)
+    except RecursionError:
+        raise GraphoptError("metadata is nested too deeply to write as JSON") from None
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise GraphoptError(
+        f"metadata holds a {type(value).__name__}, which JSON cannot store: {describe(value)}"
+    )
 
 
 def read_json(path: Path, error: type[GraphoptError]) -> Any:
-    """A JSON file's content; `error` saying where the JSON is broken (or not UTF-8) otherwise."""
-    try:
-        with path.open("rb") as file:
-            return json.load(file)
-    except json.JSONDecodeError as decode_error:
-        raise error(
-            f"not valid JSON ({decode_error.msg} at line {decode_error.lineno} "
-            f"column {decode_error.colno})"
-        ) from None
-    except UnicodeDecodeError:
-        raise error("not valid JSON (the file is not UTF-8 text)") from None
+    """A JSON file's content, parsed by `parse_json`."""
+    with path.open("rb") as file:
+        return parse_json(file.read(), error)
 
 
 def _open_error(path: Path, error: type[GraphoptError]) -> GraphoptError | None:
@@ -347,11 +501,10 @@ def write_graph(graph: Graph, path: str | Path) -> None:
     """Saves a graph as `.npz` if the name ends so, else as `graphopt.graph/1` JSON."""
     path = Path(path)
     if path.suffix == ".npz":
-        _write_npz(graph, path)
+        _replace_atomically(path, lambda file: _write_npz(graph, file))
         return
-    with path.open("w") as file:
-        json.dump(graph_to_json(graph), file, indent=1)
-        file.write("\n")
+    text = _dumps(graph_to_json(graph), indent=1) + "\n"
+    _replace_atomically(path, lambda file: file.write(text.encode()))
 
 
 # ------------------------------------------------------------------------------- solutions
@@ -370,18 +523,29 @@ def solution_from_json(data: Any, graph: Graph, n_devices: int | None = None) ->
     """
     data = _object(data, "solution", SolutionError)
     _check_format(data, SOLUTION_FORMAT, SolutionError)
+    _check_fields(data, "solution", "solution", SolutionError)
     for field in ("devices", "placement", "schedule"):
         if field not in data:
             raise SolutionError(f"missing required field '{field}'")
+    if data.get("fusion"):
+        raise _unsupported("solution", "fusion", SolutionError)
     solved = data.get("graph", graph.name)
     if not isinstance(solved, str):
-        raise SolutionError(f"graph must be a string, got {_describe(solved)}")
+        raise SolutionError(f"graph must be a string, got {describe(solved)}")
     if solved and graph.name and solved != graph.name:
         raise SolutionError(f"solution is for graph '{solved}', not '{graph.name}'")
-    devices = data["devices"]
-    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
-        raise SolutionError(f"devices must be an integer >= 1, got {_describe(devices)}")
-    d = devices if n_devices is None else n_devices
+    devices = _device_count(data["devices"], "devices")
+    d = devices if n_devices is None else _device_count(n_devices, "the device count asked for")
+    extras = {}
+    for field in ("objective", "solver", "machine"):
+        extras[field] = dict(_object(data.get(field, {}), field, SolutionError))
+    _check_record(extras["objective"], "objective")
+    _check_record(extras["machine"], "machine")
+    recorded = extras["machine"].get("devices", devices)
+    if recorded != devices:
+        raise SolutionError(
+            f"machine: devices {describe(recorded)} contradicts the solution's devices {devices}"
+        )
 
     placement_map = _object(data["placement"], "placement", SolutionError)
     placement = np.full(graph.n_ops, -1, dtype=np.int32)
@@ -389,12 +553,12 @@ def solution_from_json(data: Any, graph: Graph, n_devices: int | None = None) ->
         op = graph.op_ids.get(op_name)
         if op is None:
             raise SolutionError(
-                f"placement: {_describe(op_name)} is not an op of graph '{graph.name}'"
+                f"placement: {describe(op_name)} is not an op of graph '{graph.name}'"
             )
         if not isinstance(device, int) or isinstance(device, bool) or not 0 <= device < d:
             raise SolutionError(
                 f"placement: op '{op_name}': device must be an integer in [0, {d}), "
-                f"got {_describe(device)}"
+                f"got {describe(device)}"
             )
         placement[op] = device
     unplaced = np.flatnonzero(placement < 0)
@@ -405,34 +569,68 @@ def solution_from_json(data: Any, graph: Graph, n_devices: int | None = None) ->
     order = np.empty(len(schedule), dtype=np.int64)
     for position, event in enumerate(schedule):
         order[position] = _event_code(event, position, graph, d)
-    extras = {}
-    for field in ("objective", "solver", "machine"):
-        extras[field] = dict(_object(data.get(field, {}), field, SolutionError))
     return Solution(placement=placement, order=order, n_devices=d, **extras)
+
+
+def _device_count(value: Any, field: str) -> int:
+    """A device count in [1, MAX_DEVICES]; SolutionError naming `field` otherwise."""
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
+        raise SolutionError(f"{field} must be an integer >= 1, got {describe(value)}")
+    if value > MAX_DEVICES:
+        raise SolutionError(
+            f"{field} must be at most {MAX_DEVICES} (docs/format.md, limits), got "
+            f"{describe(int(value))}"
+        )
+    return int(value)
+
+
+def _finite_number(value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value)
+
+
+_RECORD_VALUES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "mode": (lambda value: value in ("sync", "async"), "'sync' or 'async'"),
+    "feasible": (lambda value: isinstance(value, bool), "true or false"),
+    "peak_memory_per_device": (
+        lambda value: isinstance(value, list) and all(map(_finite_number, value)),
+        "a list of numbers",
+    ),
+}
+"""Rules for the values of the `objective` and `machine` records; others are finite numbers."""
+
+
+def _check_record(record: Mapping[str, Any], kind: str) -> None:
+    """The solution's `objective` and `machine` records: no misspelt key, values of their type."""
+    _check_fields(record, kind, kind, SolutionError)
+    for key in _VOCABULARY[kind]:
+        value = record.get(key)
+        valid, wanted = _RECORD_VALUES.get(key, (_finite_number, "a finite number"))
+        if value is not None and not valid(value):
+            raise SolutionError(f"{kind}: {key} must be {wanted}, got {describe(value)}")
 
 
 def _event_code(event: Any, position: int, graph: Graph, n_devices: int) -> int:
     where = f"schedule[{position}]"
     shape = 'an event is {"op": name} or {"transfer": tensor, "to": device}'
     if not isinstance(event, dict):
-        raise SolutionError(f"{where}: {shape}, got {_describe(event)}")
+        raise SolutionError(f"{where}: {shape}, got {describe(event)}")
     if set(event) == {"op"}:
         op = event["op"]
         if not isinstance(op, str) or op not in graph.op_ids:
-            raise SolutionError(f"{where}: {_describe(op)} is not an op of graph '{graph.name}'")
+            raise SolutionError(f"{where}: {describe(op)} is not an op of graph '{graph.name}'")
         return graph.op_ids[op]
     if set(event) == {"transfer", "to"}:
         tensor, device = event["transfer"], event["to"]
         if not isinstance(tensor, str) or tensor not in graph.tensor_ids:
             raise SolutionError(
-                f"{where}: {_describe(tensor)} is not a tensor of graph '{graph.name}'"
+                f"{where}: {describe(tensor)} is not a tensor of graph '{graph.name}'"
             )
         if not isinstance(device, int) or isinstance(device, bool) or not 0 <= device < n_devices:
             raise SolutionError(
-                f"{where}: 'to' must be a device in [0, {n_devices}), got {_describe(device)}"
+                f"{where}: 'to' must be a device in [0, {n_devices}), got {describe(device)}"
             )
         return graph.n_ops + graph.tensor_ids[tensor] * n_devices + device
-    raise SolutionError(f"{where}: {shape}, got {_describe(event)}")
+    raise SolutionError(f"{where}: {shape}, got {describe(event)}")
 
 
 def solution_to_json(graph: Graph, solution: Solution) -> dict[str, Any]:
@@ -472,6 +670,24 @@ def read_solution(path: str | Path, graph: Graph, n_devices: int | None = None) 
 
 def write_solution(graph: Graph, solution: Solution, path: str | Path) -> None:
     """Saves a solution as `graphopt.solution/1` JSON."""
-    with Path(path).open("w") as file:
-        json.dump(solution_to_json(graph, solution), file, indent=1)
-        file.write("\n")
+    text = json.dumps(solution_to_json(graph, solution), indent=1) + "\n"
+    _replace_atomically(Path(path), lambda file: file.write(text.encode()))
+
+
+def _replace_atomically(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """Writes a file next to `path`, then renames it over `path`.
+
+    An interrupted write (Ctrl-C, a full disk) never leaves a half-written file, nor destroys
+    the file that was there. The file gets the permissions a plain `open` would give it.
+    """
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            write(file)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -17,6 +17,7 @@ import numpy as np
 
 from graphopt.errors import SolutionError
 from graphopt.ir.graph import Graph
+from graphopt.limits import MAX_DEVICES
 
 
 def transfer_code(
@@ -72,8 +73,10 @@ class Solution:
     def __post_init__(self) -> None:
         if isinstance(self.n_devices, bool) or not isinstance(self.n_devices, int | np.integer):
             raise SolutionError(f"devices must be an integer >= 1, got {self.n_devices!r}")
-        if self.n_devices < 1:
-            raise SolutionError(f"devices must be an integer >= 1, got {self.n_devices}")
+        if not 1 <= self.n_devices <= MAX_DEVICES:
+            raise SolutionError(
+                f"devices must be an integer from 1 to {MAX_DEVICES}, got {self.n_devices}"
+            )
         for name, dtype in (("placement", np.int32), ("order", np.int64)):
             array = np.array(getattr(self, name), dtype=dtype).reshape(-1)
             array.flags.writeable = False
