@@ -20,7 +20,8 @@ def pins_from_names(graph: Graph, pins: Mapping[str, int]) -> np.ndarray | None:
     """[n_ops] pins (-1 = free) from {op name: device}; None when empty.
 
     Raises:
-        SolverError: naming an op the graph does not have.
+        SolverError: naming an op the graph does not have, or a device that is not a
+            non-negative integer (-1 marks a free op in the array, never a pin).
     """
     if not pins:
         return None
@@ -29,6 +30,10 @@ def pins_from_names(graph: Graph, pins: Mapping[str, int]) -> np.ndarray | None:
     for name, device in pins.items():
         if name not in ids:
             raise SolverError(f"cannot pin op {name!r}: the graph has no op of that name")
+        if isinstance(device, bool) or not isinstance(device, int | np.integer) or device < 0:
+            raise SolverError(
+                f"cannot pin op {name!r} to device {device!r}: a device is an integer >= 0"
+            )
         pinned[ids[name]] = device
     return pinned
 

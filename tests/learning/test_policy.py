@@ -2,10 +2,11 @@ import numpy as np
 import pytest
 import torch
 
+from degenerate_graphs import chain_of_two, empty, no_edges, one_op
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.actions import ActionConfig
-from graphopt.learning.batching import make_batch
+from graphopt.learning.batching import graph_mean, graph_sum, make_batch
 from graphopt.learning.features import compute_features
 from graphopt.learning.policy import (
     PolicyConfig,
@@ -140,4 +141,49 @@ def test_bad_policy_configs() -> None:
     with pytest.raises(ValueError, match="anchor needs placement or scheduling"):
         PolicyConfig(
             anchor=1.0, actions=ActionConfig(placement=False, scheduling=False, elite_bias=True)
+        )
+
+
+@pytest.mark.parametrize("encoder", ["mpnn", "lstm"])
+def test_batches_with_degenerate_graphs(encoder) -> None:
+    # Graphs without ops (first, middle and last in a batch), without edges or tensors: every
+    # graph keeps its own outputs, the baseline has one value per graph, nothing is NaN.
+    degenerate = [
+        _degenerate_features(make()) for make in (empty, one_op, no_edges, chain_of_two, empty)
+    ]
+    network = _network(encoder=encoder, rounds=2)
+    batch = make_batch(degenerate)
+    logits, baseline = network(batch), network.baseline(batch)
+    assert logits.shape[0] == 8 and baseline.shape == (5,)
+    assert torch.isfinite(logits).all() and torch.isfinite(baseline).all()
+    for g, f in enumerate(degenerate):
+        alone = make_batch([f])
+        rows = slice(int(batch.ptr[g]), int(batch.ptr[g + 1]))
+        torch.testing.assert_close(logits[rows], network(alone), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(baseline[g : g + 1], network.baseline(alone))
+    actions = sample_actions(logits, torch.Generator().manual_seed(0))[0]
+    assert log_probability(logits, actions, batch.batch, 5)[[0, 4]].tolist() == [0.0, 0.0]
+    assert torch.isfinite(entropy(logits, batch.batch, 5)).all()
+
+
+def _degenerate_features(graph):
+    problem = Problem(graph, Machine(n_devices=2))
+    tracker = Tracker(problem, Budget(evaluations=400))
+    return compute_features(problem, tracker, np.random.default_rng(0)).features
+
+
+@pytest.mark.parametrize("trailing", [(), (3,)])
+def test_graph_sum_and_mean_equal_torch_geometric_scatter(trailing) -> None:
+    """The pooling twins of torch_geometric's `scatter`, bit for bit."""
+    from torch_geometric.utils import scatter
+
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        n = int(torch.randint(0, 40, (1,), generator=generator))
+        graphs = int(torch.randint(1, 6, (1,), generator=generator))
+        index = torch.sort(torch.randint(0, graphs, (n,), generator=generator)).values
+        values = torch.randn((n, *trailing), generator=generator)
+        assert torch.equal(graph_sum(values, index, graphs), scatter(values, index, 0, graphs))
+        assert torch.equal(
+            graph_mean(values, index, graphs), scatter(values, index, 0, graphs, reduce="mean")
         )

@@ -79,3 +79,10 @@ def test_tables_for_numbers_distinct_pairs_in_order(picks) -> None:
     pairs, inverse = np.unique(np.stack([alpha, beta], axis=1), axis=0, return_inverse=True)
     np.testing.assert_array_equal(gene_table, inverse.reshape(-1))
     np.testing.assert_array_equal(tables, [quantile_table(a, b) for a, b in pairs])
+
+
+def test_no_genes_need_no_tables() -> None:
+    # The chromosome of a graph without ops is empty; BRKGA's Beta mutants must still sample.
+    tables, gene_table = tables_for(np.zeros(0), np.zeros(0))
+    assert tables.shape == (0, TABLE_SIZE + 1) and gene_table.shape == (0,)
+    assert BetaSampler(np.zeros(0), np.zeros(0), np.random.default_rng(0))(5).shape == (5, 0)

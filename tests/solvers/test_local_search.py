@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import graph, op, tensor
+from degenerate_graphs import SMALL, isolated
 from graphopt.costmodels._reference import reference_check, reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.validity import Violation
@@ -195,3 +196,28 @@ def test_time_budget_and_tiny_graphs(solver_type) -> None:
 def test_invalid_options_are_rejected(make, message: str) -> None:
     with pytest.raises(SolverError, match=message):
         make()
+
+
+@pytest.mark.parametrize("name", [*SMALL, "isolated-50"])
+@pytest.mark.parametrize(
+    "machine", [Machine(1), Machine(2), Machine(3, latency=0.5, bandwidth=100.0, mode="async")]
+)
+def test_incremental_evaluation_on_degenerate_graphs(name: str, machine: Machine) -> None:
+    # No ops, no tensors or no edges: the kernels index by op and tensor without bounds
+    # checks, so a move drawn on an empty graph used to read past its arrays (a segfault).
+    g = isolated(50) if name == "isolated-50" else SMALL[name]()
+    problem = Problem(g, machine)
+    rng = np.random.default_rng(0)
+    start = topological_schedule(g, random_placements(problem, 1, rng)[0], machine.n_devices)
+    evaluator = IncrementalEvaluator(problem)
+    evaluator.reset(start.placement, start.order)
+    moves = evaluator.sample_moves(rng, 16, 0.5)
+    if g.n_ops == 0 or (g.n_ops == 1 and machine.n_devices == 1):
+        assert moves.shape == (0, 3)
+    peaks, makespans = evaluator.evaluate(moves)
+    for move, move_peaks, move_makespan in zip(moves, peaks, makespans, strict=True):
+        placement, order = evaluator.neighbour(move)
+        full_peaks, full_makespan, status = problem.scorer.evaluate(placement, order)
+        assert status[0] == 0
+        np.testing.assert_array_equal(move_peaks, full_peaks)
+        assert move_makespan == full_makespan

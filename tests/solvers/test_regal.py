@@ -134,3 +134,17 @@ def test_shipped_policies_run_zero_shot(solver, objective) -> None:
     assert result.evaluations == 1000 and result.solution.solver["name"] == solver
     score = Problem(graph, Machine(n_devices=2)).scorer.score(result.solution)
     assert result.value == (score.peak_memory if objective == "peak-memory" else score.makespan)
+
+
+def test_a_policy_whose_outputs_overflow_is_refused(policy_file, monkeypatch) -> None:
+    forward = RegalPolicy.forward
+
+    def overflowing(self, batch):
+        return forward(self, batch) * float("inf")
+
+    monkeypatch.setattr(RegalPolicy, "forward", overflowing)
+    # Loading probes the outputs on a 3-op graph; weights can still overflow on larger graphs.
+    monkeypatch.setattr("graphopt.learning.checkpoints._check_outputs", lambda *args: None)
+    problem = Problem(generate("layered", 30, seed=3), Machine(n_devices=2))
+    with pytest.raises(SolverError, match="non-finite logits"):
+        Regal(RegalConfig(policy=policy_file)).solve(problem, Budget(evaluations=800))

@@ -229,7 +229,8 @@ def summarize(runs: Sequence[Run], names: Sequence[str]) -> list[dict[str, Any]]
 
 
 def _number(value: float, digits: int = 2) -> str:
-    return f"{value:.{digits}f}" if math.isfinite(value) else "-"
+    """A table cell: '-' for a missing number (NaN), 'inf' / '-inf' for an unbounded ratio."""
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
 
 
 def markdown_table(summary: Sequence[dict[str, Any]], evaluations: int) -> str:
@@ -421,7 +422,8 @@ def plot_improvement_histogram(
     """Paper 001 fig. 4: per solver, a histogram of its per-graph % improvement over BRKGA.
 
     Better and worse graphs get their own colours; ties would pile up in one bar at zero and
-    hide the spread, so they are left out and counted in each panel's title.
+    hide the spread, so they are left out and counted in each panel's title, as are graphs
+    worse without bound (BRKGA found 0, the solver did not; `metrics` module docstring).
     """
     plt = _pyplot()
     graphs = _graphs(result.runs)
@@ -434,19 +436,22 @@ def plot_improvement_histogram(
         mine, baseline = value[row + 1, ran], value[0, ran]
         tied = ties(mine, baseline)
         gain = improvement_over(mine[~tied], baseline[~tied])
+        bounded = gain[np.isfinite(gain)]
         panel = axes[row, 0]
-        if gain.size:
-            low, high = min(gain.min(), 0.0), max(gain.max(), 0.0)
+        if bounded.size:
+            low, high = min(bounded.min(), 0.0), max(bounded.max(), 0.0)
             width = (high - low) / 20
             edges = np.arange(math.floor(low / width), math.ceil(high / width) + 1) * width
-            panel.hist(gain[gain > 0], bins=edges, color="tab:green", label="better")
-            panel.hist(gain[gain < 0], bins=edges, color="tab:red", label="worse")
+            panel.hist(bounded[bounded > 0], bins=edges, color="tab:green", label="better")
+            panel.hist(bounded[bounded < 0], bins=edges, color="tab:red", label="worse")
             panel.legend(fontsize=7)
         panel.axvline(0.0, color="black", linewidth=0.8)
         panel.set_ylabel("graphs")
+        unbounded = gain.size - bounded.size
         panel.set_title(
             f"{name}, {int(ran.sum())} graphs: {int((gain > 0).sum())} better, "
-            f"{int((gain < 0).sum())} worse, {int(tied.sum())} ties (left out)",
+            f"{int((gain < 0).sum())} worse, {int(tied.sum())} ties (left out)"
+            + (f"; {unbounded} of the worse against BRKGA's 0, off the axis" if unbounded else ""),
             fontsize=9,
         )
     axes[-1, 0].set_xlabel(f"% improvement over BRKGA {result.evaluations:,}")

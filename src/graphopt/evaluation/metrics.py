@@ -1,6 +1,12 @@
 """The papers' comparison metrics (paper 001 section 4.3, paper 000 Table 1).
 
 All take per-graph objective values (lower is better) as arrays aligned over graphs.
+
+Relative metrics divide by a reference value (BRKGA's, the best known), which is 0 on some
+degenerate graphs (no ops; all runtimes 0, where one solution has a makespan of 0 and another
+pays for transfers). There a value of 0 ties the reference (0 %) and any other value is worse
+without bound (+-inf %): the ratio the papers define, stated rather than divided by zero or
+rescaled into a finite number that would read like a real percentage.
 """
 
 from __future__ import annotations
@@ -11,20 +17,38 @@ TIE_TOLERANCE = 1e-9
 """Relative difference under which two objective values tie (the contract's 1e-9)."""
 
 
+def _percent_of(difference: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """100 * difference / reference; where the reference is 0, 0 or +-inf (module docstring)."""
+    unbounded = np.where(difference == 0, 0.0, np.copysign(np.inf, difference))
+    ratio = np.divide(
+        100.0 * difference, reference, out=np.zeros(difference.shape), where=reference != 0
+    )
+    return np.where(reference == 0, unbounded, ratio)
+
+
 def improvement_over(values: np.ndarray, baseline: np.ndarray) -> np.ndarray:
-    """Per-graph % improvement over a baseline: 100 * (baseline - value) / baseline."""
-    values, baseline = np.asarray(values, float), np.asarray(baseline, float)
-    return 100.0 * (baseline - values) / np.where(baseline == 0, 1.0, baseline)
+    """Per-graph % improvement over a baseline: 100 * (baseline - value) / baseline.
+
+    -inf where the baseline is 0 and the value is not (module docstring).
+    """
+    values, baseline = np.broadcast_arrays(np.asarray(values, float), np.asarray(baseline, float))
+    return _percent_of(baseline - values, baseline)
 
 
 def gap_from_best(values: np.ndarray, best: np.ndarray) -> np.ndarray:
-    """Per-graph % gap from the best known value: 100 * (value - best) / best."""
-    values, best = np.asarray(values, float), np.asarray(best, float)
-    return 100.0 * (values - best) / np.where(best == 0, 1.0, best)
+    """Per-graph % gap from the best known value: 100 * (value - best) / best.
+
+    +inf where the best is 0 and the value is not (module docstring).
+    """
+    values, best = np.broadcast_arrays(np.asarray(values, float), np.asarray(best, float))
+    return _percent_of(values - best, best)
 
 
 def geometric_mean_gap(gaps: np.ndarray) -> float:
-    """Geometric mean of (1 + gap/100), as a % gap; zero gaps (optimal graphs) are allowed."""
+    """Geometric mean of (1 + gap/100), as a % gap; zero gaps (optimal graphs) are allowed.
+
+    +inf when some gap is (a graph whose best is 0, missed).
+    """
     ratios = 1.0 + np.asarray(gaps, float) / 100.0
     return float(100.0 * (np.exp(np.mean(np.log(ratios))) - 1.0)) if ratios.size else 0.0
 
@@ -57,13 +81,14 @@ def mean_with_ci(values: np.ndarray) -> tuple[float, float, float]:
     """Mean and its 95% confidence interval (t below 30 values, normal from 30 on).
 
     Table 1's averages come from a few dozen graphs, so the interval says whether a difference
-    between solvers is more than noise. The bounds are NaN for fewer than two values.
+    between solvers is more than noise. The bounds are NaN for fewer than two values, and
+    when a value is infinite (the mean is then that infinity: see the module docstring).
     """
     values = np.asarray(values, float)
     if values.size == 0:
         return float("nan"), float("nan"), float("nan")
     mean = float(np.mean(values))
-    if values.size < 2:
+    if values.size < 2 or not np.all(np.isfinite(values)):
         return mean, float("nan"), float("nan")
     quantile = _T_975[values.size - 2] if values.size < 30 else 1.96
     half = quantile * float(np.std(values, ddof=1)) / np.sqrt(values.size)

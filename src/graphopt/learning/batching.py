@@ -51,3 +51,22 @@ def make_batch(features: Sequence[GraphFeatures]) -> GraphBatch:
         batch=torch.from_numpy(np.repeat(np.arange(len(features)), sizes)),
         ptr=torch.from_numpy(ptr),
     )
+
+
+def graph_sum(values: Tensor, graph_index: Tensor, n_graphs: int) -> Tensor:
+    """[n_graphs, ...] sum of per-op `values` [N, ...] over each graph's ops (0 for none).
+
+    torch_geometric's `scatter` computes the same with the same kernels; calling it imported all
+    of torch_geometric (seconds) into every process that loads a policy.
+    """
+    index = graph_index.view(-1, *([1] * (values.dim() - 1))).expand_as(values)
+    return values.new_zeros((n_graphs, *values.shape[1:])).scatter_add_(0, index, values)
+
+
+def graph_mean(values: Tensor, graph_index: Tensor, n_graphs: int) -> Tensor:
+    """[n_graphs, ...] mean of per-op `values` [N, ...] over each graph's ops (0 for none)."""
+    count = values.new_zeros(n_graphs).scatter_add_(
+        0, graph_index, values.new_ones(values.shape[0])
+    )
+    total = graph_sum(values, graph_index, n_graphs)
+    return total / count.clamp(min=1).view(-1, *([1] * (values.dim() - 1)))

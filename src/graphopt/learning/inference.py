@@ -10,6 +10,7 @@ from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import TrainedPolicy
 from graphopt.learning.features import GraphFeatures
 from graphopt.learning.policy import greedy_actions, sample_actions
+from graphopt.solvers.base import SolverError
 from graphopt.solvers.brkga import GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
@@ -39,6 +40,11 @@ def predict_genes(
             logits = policy.network(make_batch([features]))
     finally:
         torch.set_num_threads(threads)
+    if not bool(torch.isfinite(logits).all()):
+        raise SolverError(
+            "the policy's outputs overflowed on this graph (non-finite logits): its weights are "
+            "too large for it; retrain it or use another policy"
+        )
     if greedy:
         actions = greedy_actions(logits)
     else:

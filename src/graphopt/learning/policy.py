@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.utils import scatter
 
 from graphopt.learning.actions import ActionConfig
-from graphopt.learning.batching import GraphBatch
+from graphopt.learning.batching import GraphBatch, graph_mean, graph_sum
 from graphopt.learning.encoders.mlp import mlp
 from graphopt.learning.encoders.mpnn import MPNNEncoder
 from graphopt.learning.encoders.sequence import SequenceEncoder
@@ -154,9 +153,13 @@ class RegalPolicy(nn.Module):
         return torch.stack([pull, torch.zeros_like(pull)], dim=2).flatten(1, 2)
 
     def baseline(self, batch: GraphBatch) -> Tensor:
-        """[n_graphs] b(G), the expected reward the baseline network predicts."""
-        pooled = scatter(
-            self.baseline_node(self.baseline_encoder(batch)), batch.batch, dim=0, reduce="mean"
+        """[n_graphs] b(G), the expected reward the baseline network predicts.
+
+        A graph without ops pools to zeros; the number of graphs comes from `ptr`, since a
+        trailing graph without ops has no entry in `batch.batch`.
+        """
+        pooled = graph_mean(
+            self.baseline_node(self.baseline_encoder(batch)), batch.batch, batch.ptr.shape[0] - 1
         )
         return self.baseline_graph(pooled).squeeze(-1)
 
@@ -178,11 +181,11 @@ def greedy_actions(logits: Tensor) -> Tensor:
 def log_probability(logits: Tensor, actions: Tensor, graph_index: Tensor, n_graphs: int) -> Tensor:
     """[n_graphs] log p(y | G): the sum over a graph's ops and heads of log p(y_v)."""
     chosen = torch.log_softmax(logits, dim=-1).gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    return scatter(chosen.sum(dim=1), graph_index, dim=0, dim_size=n_graphs, reduce="sum")
+    return graph_sum(chosen.sum(dim=1), graph_index, n_graphs)
 
 
 def entropy(logits: Tensor, graph_index: Tensor, n_graphs: int) -> Tensor:
     """[n_graphs] mean entropy per op of the action distributions (a training diagnostic)."""
     log_p = torch.log_softmax(logits, dim=-1)
     per_op = -(log_p.exp() * log_p).sum(dim=(-1, -2))
-    return scatter(per_op, graph_index, dim=0, dim_size=n_graphs, reduce="mean")
+    return graph_mean(per_op, graph_index, n_graphs)

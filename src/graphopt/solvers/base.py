@@ -7,6 +7,11 @@ evaluations, papers 000 fig. 2 and 001 fig. 5), and stops the search when the bu
 `Solver.solve` wraps `run` with the tracker, re-scores the best solution with the exact scorer,
 and turns Ctrl-C into an early, still valid result.
 
+A problem with a single solution (no ops; or every op's device fixed to one device and one
+topological order) is solved by its first evaluation: the tracker then reports the budget spent
+and the solution proven optimal, so no search spends its whole budget (or time) re-evaluating
+the same solution.
+
 Ranking (REGAL A.2): with a capacity, every feasible solution ranks above every infeasible one.
 Candidates are compared by the key (excess, value): `excess` is the bytes by which the peak
 memory of all devices together exceeds the capacity (0 when feasible) and `value` is the
@@ -16,12 +21,14 @@ objective (peak memory in bytes or makespan in seconds).
 from __future__ import annotations
 
 import math
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,6 +42,30 @@ from graphopt.ir.solution import Solution
 
 class SolverError(GraphoptError):
     """An impossible or malformed optimization request (budget, pins, options, solver name)."""
+
+
+class NoSolutionError(SolverError):
+    """A search ended, within its budget, without any solution: not an input error."""
+
+
+def memory_limit() -> int:
+    """Bytes a search may hold in its working arrays: half of this machine's memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+
+
+def check_memory(what: str, nbytes: int) -> None:
+    """Refuses, before allocating, a search whose arrays would not fit in memory.
+
+    Raises:
+        SolverError: naming what needs the memory, how much, and the limit.
+    """
+    limit = memory_limit()
+    if nbytes > limit:
+        raise SolverError(
+            f"{what} would need {nbytes / 2**30:,.1f} GiB of memory, more than the limit of "
+            f"{limit / 2**30:,.1f} GiB (half of this machine's); use fewer devices, a smaller "
+            "graph or a smaller population"
+        )
 
 
 class Objective(StrEnum):
@@ -122,6 +153,26 @@ class Problem:
         pinned.flags.writeable = False
         object.__setattr__(self, "pinned", pinned)
 
+    @cached_property
+    def has_one_solution(self) -> bool:
+        """Whether exactly one solution exists (e.g. the empty graph's empty schedule).
+
+        So it is when the placement is fixed (one device, or every op pinned) to a single
+        device, which implies no transfer, and the ops have one topological order, i.e. each
+        op in it consumes an output of the op before it.
+        """
+        graph, n_ops = self.graph, self.graph.n_ops
+        if n_ops == 0:
+            return True
+        if self.machine.n_devices > 1 and (
+            self.pinned is None or np.any(self.pinned != self.pinned[0]) or self.pinned[0] < 0
+        ):
+            return False
+        order = graph.topological_order.astype(np.int64)
+        producer, consumer = graph.edge_index
+        edges = np.unique(producer * n_ops + consumer)
+        return bool(np.isin(order[:-1] * n_ops + order[1:], edges).all())
+
     def fitness(self, peaks: np.ndarray, makespans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ranking keys (excess, value) of candidates; lower is better, excess first.
 
@@ -198,6 +249,9 @@ class Tracker:
         self.best_key: tuple[int, float] = (np.iinfo(np.int64).max, math.inf)
         self.lower_bound: float | None = None
         self.proven_optimal = False
+        self.notes: list[str] = []
+        self.searched_all = False
+        """Set by the first evaluation of a problem with one solution: nothing is left."""
         self.start = time.perf_counter()
         self._evaluation_limit = budget.evaluations
         self._seconds_limit = budget.seconds
@@ -216,7 +270,9 @@ class Tracker:
 
     @property
     def exhausted(self) -> bool:
-        """True once the evaluation or time budget (of the current phase) is spent."""
+        """True once the budget (of the current phase) is spent, or nothing is left to search."""
+        if self.searched_all:
+            return True
         if self._evaluation_limit is not None and self.evaluations >= self._evaluation_limit:
             return True
         return self._seconds_limit is not None and self.seconds >= self._seconds_limit
@@ -297,6 +353,10 @@ class Tracker:
         self.check()
         return improved
 
+    def note(self, text: str) -> None:
+        """Records a remark for the solution's `solver` record (e.g. a fallback a solver took)."""
+        self.notes.append(text)
+
     def set_bound(self, lower_bound: float | None, proven_optimal: bool) -> None:
         """Records a proven lower bound on the objective (exact solvers)."""
         self.lower_bound = lower_bound
@@ -306,6 +366,9 @@ class Tracker:
         self, placement: np.ndarray, order: np.ndarray, excess: int, value: float, spent: int
     ) -> bool:
         self.evaluations += spent
+        if self.problem.has_one_solution:
+            self.searched_all = True
+            self.set_bound(value, True)
         if (excess, value) >= self.best_key:
             return False
         self.best_key = (excess, value)
@@ -333,7 +396,8 @@ class Result:
         evaluations: evaluations spent.
         seconds: wall-clock seconds.
         trace: best-so-far against evaluations.
-        status: 'optimal' (proven), 'feasible' or 'interrupted' (Ctrl-C).
+        status: 'optimal' (proven), 'feasible' (fits the capacity, not proven optimal),
+            'over-capacity' (the best found exceeds the capacity) or 'interrupted' (Ctrl-C).
         lower_bound: a proven lower bound on the objective, when the solver has one.
     """
 
@@ -416,7 +480,7 @@ class Solver(ABC):
 def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status: str) -> Result:
     """Builds the Result from the tracker's best: re-scored exactly, with the solver's record."""
     if tracker.best_placement is None or tracker.best_order is None:
-        raise SolverError(f"solver {solver.name!r} found no solution")
+        raise NoSolutionError(f"solver {solver.name!r} found no solution within its budget")
     seconds = tracker.seconds
     n_devices = problem.machine.n_devices
     draft = Solution(tracker.best_placement, tracker.best_order, n_devices)
@@ -424,7 +488,9 @@ def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status
     excess, value = problem.fitness(
         np.asarray(score.peak_memory_per_device)[None], np.asarray([score.makespan])
     )
-    if status == "feasible" and tracker.proven_optimal:
+    if status == "feasible" and excess[0] > 0:
+        status = "over-capacity"
+    elif status == "feasible" and tracker.proven_optimal:
         status = "optimal"
     record: dict[str, Any] = {
         "name": solver.name,
@@ -436,6 +502,8 @@ def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status
     }
     if tracker.lower_bound is not None:
         record["lower_bound"] = tracker.lower_bound
+    if tracker.notes:
+        record["notes"] = list(tracker.notes)
     solution = Solution(
         draft.placement,
         draft.order,

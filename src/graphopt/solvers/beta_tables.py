@@ -60,19 +60,17 @@ def tables_for(alpha: np.ndarray, beta: np.ndarray) -> tuple[np.ndarray, np.ndar
     """Quantile tables of the distinct (alpha, beta) pairs, and each gene's table.
 
     Returns:
-        tables [D, TABLE_SIZE + 1] float64 and gene_table [n_genes] int32.
+        tables [D, TABLE_SIZE + 1] float64 and gene_table [n_genes] int32 (D = 0 when there
+        are no genes, e.g. the chromosome of a graph without ops).
     """
     # Pairs ranked as (alpha, beta), numbered through each parameter's distinct values: a
     # row-wise np.unique sorts records, which costs more than the rest of a solve's set-up.
     alphas, alpha_rank = np.unique(alpha, return_inverse=True)
     betas, beta_rank = np.unique(beta, return_inverse=True)
     pairs, gene_table = np.unique(alpha_rank * len(betas) + beta_rank, return_inverse=True)
-    tables = np.stack(
-        [
-            quantile_table(float(alphas[p // len(betas)]), float(betas[p % len(betas)]))
-            for p in pairs
-        ]
-    )
+    tables = np.zeros((len(pairs), TABLE_SIZE + 1))
+    for row, p in enumerate(pairs):
+        tables[row] = quantile_table(float(alphas[p // len(betas)]), float(betas[p % len(betas)]))
     return tables, gene_table.reshape(-1).astype(np.int32)
 
 

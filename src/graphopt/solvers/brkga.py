@@ -243,6 +243,7 @@ class BRKGA(Solver):
         threshold = np.ascontiguousarray(np.round(bias * BIAS_LEVELS).astype(np.int32))
         # Two population buffers, swapped every generation: no [population, genes] allocation
         # per generation.
+        decoder.check_population(config.population)
         population = np.empty((config.population, n_genes))
         spare = np.empty_like(population)
         excess, value, done = _first_population(

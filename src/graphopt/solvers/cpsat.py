@@ -33,7 +33,15 @@ seconds) are scaled to 1e9 integer ticks over the horizon; the decoded schedule 
 exactly, and the reported bound subtracts the rounding slack (half a tick per event). With a
 memory capacity that could bind, the step model is added as well and the step order of any two
 events on one device fixes their order in time, so the schedule the model describes is exactly
-the one its step order runs (the pairwise links make this model for small graphs only).
+the one its step order runs. Those pairwise links grow with the square of the events per device,
+so past `CPSATConfig.time_links` pairs they are left out: the model is then a relaxation (its
+bound stays valid), both its step order and its time order are decoded and re-scored, the better
+is kept, and it is reported optimal only when it meets the relaxation's optimum.
+
+Time: the limit covers building the model and the search. When building outlasts it, or the
+search ends without any solution (graphs of many thousands of ops), the result is the start the
+model would have been hinted with (the best initial solution, or device 0 in topological order),
+with a note in the solution's record saying so.
 
 Decoding: step positions give the event order directly; times give it by sorting on (start,
 positive duration, topological rank), which keeps every device's sequence and every dependency.
@@ -42,9 +50,10 @@ positive duration, topological rank), which keeps every device's sequence and ev
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from ortools.sat.python import cp_model
@@ -61,14 +70,19 @@ _PARTITION_OPS = 36
 
 _STATUS_OK = (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
+_CHECK_EVERY = 1024
+"""Items of a building loop between two looks at the deadline."""
+
+_Item = TypeVar("_Item")
+
 
 @dataclass(frozen=True)
 class CPSATConfig:
     """Options of the CP-SAT solver.
 
     Attributes:
-        default_seconds: time limit when the budget gives evaluations only; with a budget in
-            seconds, the seconds it has left are the limit.
+        default_seconds: time limit (building the model and searching) when the budget gives
+            evaluations only; with a budget in seconds, the seconds it has left are the limit.
         workers: CP-SAT search workers (threads).
         log: let CP-SAT print its search log.
         makespan_gap: relative gap between the best makespan and the proven bound at which
@@ -79,6 +93,10 @@ class CPSATConfig:
         liveness_cuts: most (op, tensor, device) literals the redundant order-based memory
             constraints may add (they make small peak-memory proofs fast but grow with
             ops x tensors); larger graphs rely on the cumulative constraints alone.
+        time_links: most pairs of events on one device whose step order is linked to their
+            order in time (makespan under a capacity that could bind); they grow with the
+            square of the events per device, and beyond this many the model is a relaxation
+            (module docstring). 20,000 pairs take about 2 s to build.
     """
 
     default_seconds: float = 10.0
@@ -86,6 +104,7 @@ class CPSATConfig:
     log: bool = False
     makespan_gap: float = 0.0
     liveness_cuts: int = 2_500
+    time_links: int = 20_000
 
     def __post_init__(self) -> None:
         for name in ("default_seconds", "makespan_gap"):
@@ -95,7 +114,7 @@ class CPSATConfig:
                 raise SolverError(f"cp-sat: {name} must be a finite number >= 0, got {value!r}")
         if self.default_seconds == 0:
             raise SolverError("cp-sat: default_seconds must be > 0, got 0")
-        for name, low in (("workers", 1), ("liveness_cuts", 0)):
+        for name, low in (("workers", 1), ("liveness_cuts", 0), ("time_links", 0)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise SolverError(f"cp-sat: {name} must be an integer >= {low}, got {value!r}")
@@ -125,20 +144,28 @@ class CPSATSolver(Solver):
     ) -> None:
         """Builds the model for the problem's objective, solves it and offers the best solution.
 
+        When the time limit passes before the model is built or any solution is found, the
+        start it would have been hinted with is offered instead (module docstring).
+
         Raises:
-            SolverError: an initial solution is invalid, the capacity cannot be met, or no
-                solution was found within the time limit.
+            SolverError: an initial solution is invalid or the capacity cannot be met.
         """
         hint = _best_initial(problem, initial)
-        model = _Model(problem, self.config.liveness_cuts)
-        if hint is None:
-            hint = _default_hint(problem, model.split)
-        model.add_hint(*hint)
         seconds = self.config.default_seconds
         if tracker.budget.seconds is not None:
             seconds = max(tracker.budget.seconds - tracker.seconds, 0.01)
+        deadline = time.perf_counter() + seconds
+        try:
+            model = _Model(problem, self.config.liveness_cuts, self.config.time_links, deadline)
+            if hint is None:
+                hint = _default_hint(problem, model.split)
+            model.add_hint(*hint)
+        except _OutOfTime:
+            _offer_start(problem, tracker, hint, f"building the model took over {seconds:.3g} s")
+            return
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = seconds
+        limit = max(deadline - time.perf_counter(), 0.01)
+        solver.parameters.max_time_in_seconds = limit
         solver.parameters.num_workers = self.config.workers
         solver.parameters.random_seed = int(rng.integers(2**31 - 1))
         solver.parameters.log_search_progress = self.config.log
@@ -155,21 +182,51 @@ class CPSATSolver(Solver):
                 f"cp-sat: no placement and schedule of graph '{problem.graph.name}' keeps every "
                 f"device within the capacity of {capacity} bytes (proven infeasible)"
             )
+        # CP-SAT catches Ctrl-C itself and returns what it has: a search that ended before its
+        # time limit without proving anything was interrupted, and is reported so.
+        interrupted = status != cp_model.OPTIMAL and solver.wall_time + 0.1 < limit
         if status not in _STATUS_OK:
-            raise SolverError(
-                f"cp-sat: found no solution for graph '{problem.graph.name}' within the time "
-                f"limit of {seconds:.3g} s; give it more seconds"
+            reason = (
+                f"the search was interrupted after {solver.wall_time:.3g} s, before any solution"
+                if interrupted
+                else f"the search found no solution in its time limit of {seconds:.3g} s"
             )
-        placement, order = model.decode(solver)
-        peaks, makespan, (violation, _, _) = problem.scorer.evaluate(placement, order)
-        if violation:
-            raise SolverError(
-                f"cp-sat: decoded an invalid schedule (rule {violation}); this is a bug"
-            )
-        optimal = status == cp_model.OPTIMAL
-        value = float(np.max(peaks)) if model.memory_objective else float(makespan)
+            _offer_start(problem, tracker, hint, reason)
+            if interrupted:
+                raise KeyboardInterrupt
+            return
+        scored = []
+        for placement, order in model.decodings(solver):
+            peaks, makespan, (violation, _, _) = problem.scorer.evaluate(placement, order)
+            if violation:
+                raise SolverError(
+                    f"cp-sat: decoded an invalid schedule (rule {violation}); this is a bug"
+                )
+            excess, value = problem.fitness(peaks[None], np.asarray([makespan]))
+            scored.append(((int(excess[0]), float(value[0])), placement, order, peaks, makespan))
+        (_, value), placement, order, peaks, makespan = min(scored, key=lambda item: item[0])
+        optimal = status == cp_model.OPTIMAL and model.attains(solver, value)
         tracker.set_bound(min(model.lower_bound(solver), value), optimal)
         tracker.offer(placement, order, peaks, makespan)
+        if interrupted:
+            raise KeyboardInterrupt
+
+
+class _OutOfTime(Exception):
+    """Building the model passed the solver's deadline."""
+
+
+def _offer_start(
+    problem: Problem,
+    tracker: Tracker,
+    hint: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    reason: str,
+) -> None:
+    """Offers the start the model is hinted with, when CP-SAT itself has nothing to offer."""
+    placement, order, _ = hint if hint is not None else _default_hint(problem, None)
+    peaks, makespan, _ = problem.scorer.evaluate(placement, order)
+    tracker.note(f"cp-sat: {reason}; the result is its start, not a CP-SAT solution")
+    tracker.offer(placement, order, peaks, makespan)
 
 
 def _best_initial(
@@ -216,11 +273,21 @@ class _Model:
     Args:
         problem: the problem; its objective picks the model (module docstring).
         liveness_cuts: most literals the order-based memory constraints may add.
+        time_links: most event pairs whose step order is linked to their time order.
+        deadline: `time.perf_counter()` after which building stops with `_OutOfTime`.
     """
 
-    def __init__(self, problem: Problem, liveness_cuts: int) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        liveness_cuts: int,
+        time_links: int = CPSATConfig.time_links,
+        deadline: float = math.inf,
+    ) -> None:
         self.problem = problem
         self.liveness_cuts = liveness_cuts
+        self.time_links = time_links
+        self.deadline = deadline
         self.graph = graph = problem.graph
         self.machine = machine = problem.machine
         self.d = machine.n_devices
@@ -233,9 +300,14 @@ class _Model:
         self.persistent = [bool(p) for p in graph.tensor_persistent]
         self.order_literals: dict[Any, Any] = {}
         self.split: list[int] | None = None
+        self.linked = True
+        """Whether the schedule the model describes is the one its decoded order runs."""
         self._ancestry()
+        self._check_time()
         self._add_placement()
+        self._check_time()
         self._add_transfers()
+        self._check_time()
         capacity = machine.capacity
         vacuous = capacity is None or capacity >= graph.total_tensor_size + int(
             graph.op_temp_memory.max(initial=0)
@@ -244,14 +316,28 @@ class _Model:
         self.times = not self.memory_objective
         if self.steps:
             self._add_steps()
+            self._check_time()
         if self.times:
             self._add_times()
+            self._check_time()
         if self.steps and self.times:
             self._link_steps_and_times()
         if self.memory_objective:
             self.model.minimize(self.peak)
         else:
             self.model.minimize(self.makespan)
+
+    def _check_time(self) -> None:
+        """Raises _OutOfTime once the deadline has passed."""
+        if time.perf_counter() > self.deadline:
+            raise _OutOfTime
+
+    def _checked(self, items: Iterable[_Item]) -> Iterator[_Item]:
+        """The items, with a look at the deadline every `_CHECK_EVERY` (loops over ops)."""
+        for k, item in enumerate(items):
+            if k % _CHECK_EVERY == 0:
+                self._check_time()
+            yield item
 
     # ------------------------------------------------------------------------ static structure
     def _ancestry(self) -> None:
@@ -282,8 +368,8 @@ class _Model:
         """x[j][b]: op j runs on device b; pins fixed; value symmetry broken when nothing is."""
         m, d, n = self.model, self.d, self.n
         pinned = self.problem.pinned
-        self.x = [[m.new_bool_var(f"x_{j}_{b}") for b in range(d)] for j in range(n)]
-        for j in range(n):
+        self.x = [[m.new_bool_var(f"x_{j}_{b}") for b in range(d)] for j in self._checked(range(n))]
+        for j in self._checked(range(n)):
             m.add_exactly_one(self.x[j])
             if pinned is not None and pinned[j] >= 0:
                 m.add(self.x[j][int(pinned[j])] == 1)
@@ -297,7 +383,7 @@ class _Model:
         np.add.at(out_bytes, self.graph.tensor_producer, self.graph.tensor_size)
         self.symmetry_order = [int(j) for j in np.argsort(-out_bytes, kind="stable")]
         used: list[Any] = [None] * d
-        for j in self.symmetry_order:
+        for j in self._checked(self.symmetry_order):
             for b in range(1, d):
                 if used[b - 1] is None:
                     m.add(self.x[j][b] == 0)
@@ -354,7 +440,7 @@ class _Model:
         ]
         self.pos_tr: dict[tuple[int, int], Any] = {}
         units = []
-        for j in range(n):
+        for j in self._checked(range(n)):
             m.add(self.pos[j] + self.n_descendants[j] <= self.count - 1)
             units.append(m.new_fixed_size_interval_var(self.pos[j], 1, f"step_{j}"))
         for (t, b), y in self.y.items():
@@ -369,7 +455,7 @@ class _Model:
         m.add_all_different(self.pos)
 
         # Precedences: producer before consumer and transfer; transfer before its readers.
-        for t, consumers in enumerate(self.consumers):
+        for t, consumers in self._checked(enumerate(self.consumers)):
             p = self.producer[t]
             for c in consumers:
                 m.add(self.pos[p] < self.pos[c])
@@ -385,7 +471,7 @@ class _Model:
         # Copy lifetimes [start, last reader] and memory per device.
         intervals: list[list[Any]] = [[] for _ in range(d)]
         demands: list[list[int]] = [[] for _ in range(d)]
-        for j in range(n):
+        for j in self._checked(range(n)):
             alone = int(self.graph.op_temp_memory[j]) + sum(
                 self.size[t]
                 for t in (int(t) for t in self.graph.outputs(j))
@@ -398,7 +484,7 @@ class _Model:
                     m.new_optional_fixed_size_interval_var(self.pos[j], 1, self.x[j][b], f"op_{j}")
                 )
                 demands[b].append(alone)
-        for t, consumers in enumerate(self.consumers):
+        for t, consumers in self._checked(enumerate(self.consumers)):
             p, size = self.producer[t], self.size[t]
             if not consumers or size == 0:
                 continue
@@ -516,7 +602,7 @@ class _Model:
                 low = bits & -bits
                 crossing[low.bit_length() - 1].append(t)
                 bits ^= low
-        for k in range(self.n):
+        for k in self._checked(range(self.n)):
             inputs = {int(t) for t in self.graph.inputs(k)}
             own = int(self.graph.op_temp_memory[k]) + sum(
                 self.size[int(t)] for t in self.graph.outputs(k) if not self.persistent[int(t)]
@@ -603,7 +689,7 @@ class _Model:
         self.finish = [self.start[j] + self.runtime[j] for j in range(n)]
         busy: list[list[Any]] = [[] for _ in range(d)]
         load: list[list[Any]] = [[] for _ in range(d)]
-        for j in range(n):
+        for j in self._checked(range(n)):
             m.add(self.makespan >= self.start[j] + self.runtime[j] + tail[j])
             for b in range(d):
                 busy[b].append(
@@ -613,7 +699,7 @@ class _Model:
                 )
                 load[b].append(self.runtime[j] * self.x[j][b])
         self.start_tr: dict[tuple[int, int], Any] = {}
-        for t, consumers in enumerate(self.consumers):
+        for t, consumers in self._checked(enumerate(self.consumers)):
             p = self.producer[t]
             for c in consumers:
                 m.add(self.start[c] >= self.finish[p])
@@ -698,8 +784,12 @@ class _Model:
                 on[b].append(((j,), self.start[j], self.runtime[j], self.x[j][b]))
         for (t, b), start in self.start_tr.items():
             on[b].append(((t, b), start, self.delay[t], self.y[(t, b)]))
+        if sum(len(events) * (len(events) - 1) // 2 for events in on) > self.time_links:
+            self.linked = False
+            return
         for b in range(d):
             for i, (e, start_e, dur_e, on_e) in enumerate(on[b]):
+                self._check_time()
                 for f, start_f, dur_f, on_f in on[b][i + 1 :]:
                     before = self._before(e, f)
                     if isinstance(before, bool):
@@ -721,7 +811,7 @@ class _Model:
         """Hints the decisions of a known solution (devices renumbered to the symmetry cut)."""
         placement, order = self._canonical(placement, order)
         m, d, n = self.model, self.d, self.n
-        for j in range(n):
+        for j in self._checked(range(n)):
             for b in range(d):
                 m.add_hint(self.x[j][b], int(placement[j]) == b)
         present = {int(c) - n for c in order if c >= n}
@@ -751,14 +841,25 @@ class _Model:
         return label[placement], order
 
     def _hint_steps(self, placement: np.ndarray, order: np.ndarray, peaks: np.ndarray) -> None:
-        """Step of every event (an absent transfer right after its producer) and the peak."""
+        """Steps of the events, their relative order and the peak: a complete hint.
+
+        An absent transfer gets the step right after its producer. Hinting the order literals
+        too lets CP-SAT take the hint as its first solution without searching for them.
+        """
         m, n, d = self.model, self.n, self.d
         step = {int(code): k for k, code in enumerate(order)}
-        for j in range(n):
+        for j in self._checked(range(n)):
             m.add_hint(self.pos[j], step[j])
         for (t, b), pos in self.pos_tr.items():
             code = n + t * d + b
-            m.add_hint(pos, step.get(code, step[self.producer[t]] + 1))
+            step.setdefault(code, step[self.producer[t]] + 1)
+            m.add_hint(pos, step[code])
+
+        def code_of(event: tuple[int, ...]) -> int:
+            return event[0] if len(event) == 1 else n + event[0] * d + event[1]
+
+        for (e, f), before in self._checked(self.order_literals.items()):
+            m.add_hint(before, step[code_of(e)] < step[code_of(f)])
         if self.memory_objective:
             m.add_hint(self.peak, int(np.max(peaks)))
 
@@ -794,16 +895,36 @@ class _Model:
         m.add_hint(self.makespan, makespan)
 
     # ------------------------------------------------------------------------ decoding
-    def decode(self, solver: cp_model.CpSolver) -> tuple[np.ndarray, np.ndarray]:
-        """The placement and full event order of the solver's best solution."""
+    def decodings(self, solver: cp_model.CpSolver) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The solver's best solution as (placement, order) pairs to re-score.
+
+        One pair; two when steps and times are not linked: the step order and the time order
+        (either may be the better schedule).
+        """
+        if self.linked:
+            return [self.decode(solver)]
+        return [self.decode(solver, by_steps=True), self.decode(solver, by_steps=False)]
+
+    def decode(
+        self, solver: cp_model.CpSolver, by_steps: bool | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The placement and full event order of the solver's best solution.
+
+        Args:
+            solver: the solver after a successful solve.
+            by_steps: order the events by step positions (True) or by start times (False);
+                None: by steps when the model has them.
+        """
         n, d = self.n, self.d
+        if by_steps is None:
+            by_steps = self.steps
         placement = np.array(
             [next(b for b in range(d) if solver.boolean_value(self.x[j][b])) for j in range(n)],
             dtype=np.int32,
         )
         present = [key for key, y in self.y.items() if solver.boolean_value(y)]
         codes = [*range(n), *(n + t * d + b for t, b in present)]
-        if self.steps:
+        if by_steps:
             keys = [solver.value(self.pos[j]) for j in range(n)]
             keys += [solver.value(self.pos_tr[key]) for key in present]
         else:
@@ -829,5 +950,19 @@ class _Model:
         bound = solver.best_objective_bound
         if self.memory_objective:
             return float(math.ceil(bound - 1e-6))
-        slack = 0.5 * (self.n + len(self.y))
-        return max(bound - slack, 0.0) / self.scale
+        return max(bound - self._slack, 0.0) / self.scale
+
+    def attains(self, solver: cp_model.CpSolver, value: float) -> bool:
+        """Whether a decoded solution's exact `value` meets the model's best objective.
+
+        Always true when the model describes exactly the schedule it decodes to; without the
+        step-time links, only when the exact value is within rounding of the relaxation's.
+        """
+        if self.linked:
+            return True
+        return value <= (solver.objective_value + self._slack) / self.scale
+
+    @property
+    def _slack(self) -> float:
+        """Ticks a makespan may be off by rounding: half a tick per op and per transfer."""
+        return 0.5 * (self.n + len(self.y))

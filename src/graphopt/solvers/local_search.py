@@ -803,6 +803,8 @@ def _sample_moves(
     placement, order, position = cur[:3]
     n_ops = placement.shape[0]
     count = 0
+    if n_ops == 0:  # no op to move (and the kernel reads placement[op] unchecked)
+        return count
     for i in range(uniforms.shape[0]):
         if count == moves.shape[0]:
             break

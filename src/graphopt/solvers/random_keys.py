@@ -28,7 +28,7 @@ import numpy as np
 from graphopt.costmodels._kernels import PINNED, _u
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, SolverError
+from graphopt.solvers.base import Problem, SolverError, check_memory
 from graphopt.solvers.bounds import op_step_memory
 
 
@@ -120,6 +120,16 @@ class RandomKeyDecoder:
         """Chromosome length."""
         return self.layout.size
 
+    def check_population(self, size: int) -> None:
+        """Refuses a population whose chromosomes and decoded solutions would not fit in memory.
+
+        A member holds its genes (twice: BRKGA keeps two generations), its placement and its
+        order, which on d devices can hold up to n_ops + n_tensors * (d - 1) events.
+        """
+        layout = self.layout
+        member = 16 * self.n_genes + 8 * self.max_events + 4 * layout.n_ops + 8 * layout.n_devices
+        check_memory(f"a population of {size} chromosomes of {self.n_genes:,} genes", size * member)
+
     def check_keys(self, keys: np.ndarray) -> np.ndarray:
         """Keys as contiguous float64; SolverError when their last axis is not n_genes long."""
         keys = np.ascontiguousarray(keys, dtype=np.float64)
@@ -161,6 +171,7 @@ class RandomKeyDecoder:
         n = keys.shape[0]
         buffers = self._buffers.get(n) if reuse else None
         if buffers is None:
+            self.check_population(n)
             buffers = (
                 np.empty((n, self.layout.n_ops), dtype=np.int32),
                 np.empty((n, self.max_events), dtype=np.int64),

@@ -141,8 +141,6 @@ class Regal(Solver):
         Raises:
             SolverError: no shipped policy fits, or the checkpoint is for another problem.
         """
-        from graphopt.learning.checkpoints import CheckpointError
-
         objective, d = problem.objective.value, problem.machine.n_devices
         path = self.config.policy
         if path is None:
@@ -153,6 +151,8 @@ class Regal(Solver):
                     f"(shipped: {', '.join(shipped_policies()) or 'none'}); train one with "
                     "`graphopt train regal CONFIG` and pass it with --policy"
                 )
+        from graphopt.learning.checkpoints import CheckpointError  # imports torch: seconds
+
         try:
             return _load(path, objective, d)
         except CheckpointError as error:
@@ -166,10 +166,10 @@ class Regal(Solver):
         initial: Sequence[Solution],
     ) -> None:
         """Feature run, one policy inference, then the search on the rest of the budget."""
+        policy = self.policy(problem)  # before importing torch: a refusal takes no seconds
         from graphopt.learning.features import compute_features
         from graphopt.learning.inference import predict_genes
 
-        policy = self.policy(problem)
         feature_run = compute_features(problem, tracker, rng, policy.feature_evaluations)
         tracker.check()
         decoder = RandomKeyDecoder(problem)

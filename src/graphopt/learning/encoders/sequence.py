@@ -38,9 +38,13 @@ class SequenceEncoder(nn.Module):
             ptr[g] + torch.argsort(batch.topological_rank[ptr[g] : ptr[g + 1]])
             for g in range(len(ptr) - 1)
         ]
+        # Graphs without ops have no sequence to read (and torch cannot pack an empty one).
+        orders = [order for order in orders if order.numel()]
+        result = h.new_empty(h.shape[0], 2 * self.lstm.hidden_size)
+        if not orders:
+            return result
         packed = pack_sequence([h[order] for order in orders], enforce_sorted=False)
         outputs, _ = self.lstm(packed)
-        result = h.new_empty(h.shape[0], 2 * self.lstm.hidden_size)
         for order, output in zip(orders, unpack_sequence(outputs), strict=True):
             result[order] = output
         return result
