@@ -221,3 +221,23 @@ def test_spread_picks_evenly_with_both_ends_and_never_repeats() -> None:
     assert spread(ids, 3).tolist() == [100, 104, 109]
     assert spread(ids, 50).tolist() == ids.tolist()
     assert spread(ids, 1).tolist() == [100]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"adam_betas": 5}, "adam_betas must be a list of two finite numbers, got 5"),
+        ({"adam_betas": [0.9, 1.5]}, r"adam_betas must be in \[0, 1\)"),
+        ({"rounds": 10**9}, r"rounds must be in \[0, 256\]"),
+        ({"hidden": 10**6}, r"hidden must be in \[1, 4096\]"),
+        ({"learning_rate": float("nan")}, "learning_rate must be a finite number, got NaN"),
+        ({"learning_rate": 0}, "learning_rate must be > 0"),
+        ({"name": ["x"]}, r"name must be a string, got \[\"x\"\]"),
+        ({"steps": True}, "steps must be an integer, got true"),
+        ({"kept_from_feature_run": 2.5}, "kept_from_feature_run must be an integer or null"),
+        ({"n_devices": 10**6}, r"n_devices must be in \[2, 512\]"),
+    ],
+)
+def test_config_values_of_the_wrong_type_or_range_are_refused(change, message) -> None:
+    with pytest.raises(TrainingError, match=message):
+        TrainConfig.from_dict(change)

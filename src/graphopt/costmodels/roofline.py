@@ -16,14 +16,20 @@ seconds per op name (a CSV `op,seconds` or a JSON object).
 from __future__ import annotations
 
 import csv
+import difflib
+import io
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from graphopt._messages import describe, reason
+from graphopt.costmodels.defaults import DEFAULT_DEVICE
 from graphopt.errors import GraphError
 from graphopt.ir.graph import Graph
 
@@ -98,7 +104,6 @@ DEVICE_SPECS: dict[str, DeviceSpec] = {
         ),
     )
 }
-DEFAULT_DEVICE = "a100"
 
 MATRIX_TYPES = frozenset(
     {
@@ -169,53 +174,116 @@ def annotate_runtimes(graph: Graph, spec: DeviceSpec | str = DEFAULT_DEVICE) -> 
 def read_profile(path: str | Path) -> dict[str, float]:
     """Measured seconds per op name, from a CSV (`op,seconds`) or a JSON object `{op: seconds}`.
 
+    CSV: one `op,seconds` row per op, an optional first row `op,seconds` (a header), blank lines
+    ignored. Op names are taken exactly as written; spaces around a number are ignored. JSON
+    (`.json`): an object of op names to numbers. Either may start with a byte-order mark.
+
+    Every op may be named once, and every time must be a finite decimal number >= 0: a
+    duplicate, `nan`, `inf`, `1e400`, `-1`, an empty cell, `1_000` or `0x10` is refused, never
+    dropped or read as something else.
+
     Raises:
-        GraphError: naming the file and the row or key that is not a valid duration.
+        GraphError: naming the file, the line or op, and the rule it breaks.
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8-sig")
     except OSError as error:
         raise GraphError(f"{path}: cannot read the profile ({error.strerror})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise GraphError(f"{path}: not valid JSON ({error.msg})") from None
-        if not isinstance(data, dict):
-            raise GraphError(f"{path}: a profile must be a JSON object {{op name: seconds}}")
-        rows = list(data.items())
-    else:
-        rows = [tuple(row) for row in csv.reader(text.splitlines()) if row]
-        if rows and rows[0][0].strip().lower() in ("op", "name"):
-            rows = rows[1:]
+    except UnicodeDecodeError:
+        raise GraphError(f"{path}: a profile must be UTF-8 text") from None
+    is_json = path.suffix.lower() == ".json"
+    rows = _json_rows(path, text) if is_json else _csv_rows(path, text)
     profile: dict[str, float] = {}
-    for number, row in enumerate(rows, start=1):
-        if len(row) != 2:
-            raise GraphError(f"{path}: row {number} must be 'op,seconds', got {list(row)}")
-        name, value = str(row[0]).strip(), row[1]
+    for where, name, value in rows:
+        if not isinstance(name, str) or not name:
+            raise GraphError(f"{path}: {where}: op name must be non-empty, got {describe(name)}")
+        if name in profile:
+            raise GraphError(f"{path}: {where}: op {describe(name)} is named twice")
+        profile[name] = _profile_seconds(
+            value, f"{path}: {where}: op {describe(name)}", not is_json
+        )
+    return profile
+
+
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+
+
+class _JsonObject(list):
+    """A JSON object's (key, value) pairs in order, duplicates kept."""
+
+
+def _csv_rows(path: Path, text: str) -> list[tuple[str, str, str]]:
+    """(where, op, seconds text) of each data row of a CSV profile."""
+    rows = []
+    first = True
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        for row in reader:
+            if not row:
+                continue
+            header = first and [cell.strip().lower() for cell in row] == ["op", "seconds"]
+            first = False
+            if header:
+                continue
+            where = f"line {reader.line_num}"
+            if len(row) != 2:
+                raise GraphError(f"{path}: {where}: must be 'op,seconds', got {len(row)} cells")
+            rows.append((where, row[0], row[1].strip()))
+    except csv.Error as error:
+        raise GraphError(
+            f"{path}: line {reader.line_num}: not valid CSV ({reason(error)})"
+        ) from None
+    return rows
+
+
+def _json_rows(path: Path, text: str) -> list[tuple[str, str, Any]]:
+    """(where, op, seconds) of each member of a JSON profile, duplicates kept."""
+    try:
+        data = json.loads(text, object_pairs_hook=_JsonObject)
+    except (ValueError, RecursionError) as error:  # JSON syntax, integer-size, nesting errors
+        raise GraphError(f"{path}: not valid JSON ({reason(error)})") from None
+    if not isinstance(data, _JsonObject):
+        raise GraphError(f"{path}: a profile must be a JSON object {{op name: seconds}}")
+    return [(f"key {i}", name, value) for i, (name, value) in enumerate(data)]
+
+
+def _profile_seconds(value: Any, where: str, text: bool = False) -> float:
+    """A measured time, finite and >= 0: a number, or with `text` a decimal (CSV cells)."""
+    seconds = math.nan
+    if text and isinstance(value, str) and _DECIMAL.fullmatch(value):
+        seconds = float(value)
+    elif (
+        not text
+        and isinstance(value, int | float | np.integer | np.floating)
+        and not isinstance(value, bool)
+    ):
         try:
             seconds = float(value)
-        except (TypeError, ValueError):
-            seconds = math.nan
-        if isinstance(value, bool) or not math.isfinite(seconds) or seconds < 0:
-            raise GraphError(
-                f"{path}: op '{name}': runtime must be a finite number >= 0, got {value!r}"
-            )
-        profile[name] = seconds
-    return profile
+        except OverflowError:
+            seconds = math.inf
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise GraphError(f"{where}: seconds must be a finite number >= 0, got {describe(value)}")
+    return seconds
 
 
 def apply_profile(graph: Graph, profile: Mapping[str, float]) -> Graph:
     """The graph with the runtimes of the profiled ops replaced by their measured seconds.
 
     Raises:
-        GraphError: for a profiled name that is not an op of the graph.
+        GraphError: for a profiled name that is not an op of the graph (with the closest op
+            name when there is one: a misspelt op must not go unnoticed), or a time that is not
+            a finite number >= 0.
     """
     runtime = graph.op_runtime.copy()
     ids = graph.op_ids
     for name, seconds in profile.items():
         if name not in ids:
-            raise GraphError(f"profile names op '{name}', which is not in graph '{graph.name}'")
-        runtime[ids[name]] = seconds
+            close = difflib.get_close_matches(str(name), graph.op_names, n=1)
+            hint = f"; did you mean {describe(close[0])}?" if close else ""
+            raise GraphError(
+                f"profile names op {describe(name)}, which is not in graph "
+                f"{describe(graph.name)}{hint}"
+            )
+        runtime[ids[name]] = _profile_seconds(seconds, f"profile: op {describe(name)}")
     return graph.with_op_runtimes(runtime).with_attrs(runtime_profiled_ops=len(profile))

@@ -19,7 +19,6 @@ other items there are, and the same config and seed give byte-identical files.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -29,18 +28,24 @@ import math
 import numbers
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from graphopt._messages import describe, record_fields
 from graphopt.datasets.store import FORMAT, MANIFEST, SPLITS, SplitWriter, split_file
 from graphopt.errors import GraphoptError
 from graphopt.ir.generators import FAMILIES, SizeDistribution, augment, generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import read_graph
+from graphopt.limits import MAX_ITEMS
+from graphopt.progress import progress_bar
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.json"
 """The shipped default config: synthetic families at 50..1000 ops plus the model zoo."""
@@ -137,7 +142,7 @@ class DatasetConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
-            raise GraphoptError(f"name must be a non-empty string, got {self.name!r}")
+            raise GraphoptError(f"name must be a non-empty string, got {describe(self.name)}")
         _int_field("seed", self.seed, 0)
         _int_field("copies", self.copies, 0)
         noise = _sequence("size_noise", self.size_noise, 2)
@@ -156,7 +161,7 @@ class DatasetConfig:
         for i, pattern in enumerate(files):
             if not isinstance(pattern, str) or not pattern:
                 raise GraphoptError(
-                    f"files[{i}]: must be a non-empty path or glob, got {pattern!r}"
+                    f"files[{i}]: must be a non-empty path or glob, got {describe(pattern)}"
                 )
         if not (synthetic or zoo or files):
             raise GraphoptError("no sources: add synthetic, zoo or files entries")
@@ -174,10 +179,10 @@ class DatasetConfig:
         Raises:
             GraphoptError: naming the offending field, e.g. "synthetic[1].sizes[0]: ...".
         """
-        data = _fields(data, "config", _CONFIG_FIELDS, ("name",))
+        data = record_fields(data, "config", ("name",), _CONFIG_FIELDS)
         synthetic = []
         for i, entry in enumerate(_list(data, "synthetic")):
-            entry = _fields(entry, f"synthetic[{i}]", _SYNTHETIC_FIELDS, ("family", "sizes"))
+            entry = record_fields(entry, f"synthetic[{i}]", ("family", "sizes"), _SYNTHETIC_FIELDS)
             synthetic.append(
                 SyntheticSource(
                     family=entry["family"],
@@ -188,7 +193,7 @@ class DatasetConfig:
             )
         zoo = []
         for i, entry in enumerate(_list(data, "zoo")):
-            zoo.append(ZooSource(**_fields(entry, f"zoo[{i}]", _ZOO_FIELDS, ("name",))))
+            zoo.append(ZooSource(**record_fields(entry, f"zoo[{i}]", ("name",), _ZOO_FIELDS)))
         return cls(
             name=data["name"],
             seed=data.get("seed", 0),
@@ -243,44 +248,33 @@ class DatasetConfig:
         }
 
 
-def _fields(data: Any, where: str, known: Sequence[str], required: Sequence[str]) -> dict[str, Any]:
-    """`data` as a JSON object with only `known` fields and every `required` one."""
-    if not isinstance(data, dict):
-        raise GraphoptError(f"{where}: must be a JSON object, got {data!r}")
-    for key in data:
-        if key not in known:
-            raise GraphoptError(f"{where}: unknown field '{key}'; valid fields: {', '.join(known)}")
-    for key in required:
-        if key not in data:
-            raise GraphoptError(f"{where}: missing required field '{key}'")
-    return data
-
-
 def _list(data: Mapping[str, Any], key: str, prefix: str = "", default: Any = ()) -> list[Any]:
     value = data.get(key, default)
     if not isinstance(value, list | tuple):
-        raise GraphoptError(f"{prefix}{key}: must be a JSON list, got {value!r}")
+        raise GraphoptError(f"{prefix}{key}: must be a JSON list, got {describe(value)}")
     return list(value)
 
 
 def _sequence(name: str, value: Any, length: int | None = None) -> Sequence[Any]:
     if not isinstance(value, list | tuple):
-        raise GraphoptError(f"{name}: must be a list, got {value!r}")
+        raise GraphoptError(f"{name}: must be a list, got {describe(value)}")
     if length is not None and len(value) != length:
         raise GraphoptError(f"{name}: must have {length} values, got {len(value)}")
     return value
 
 
-def _int_field(name: str, value: Any, low: int) -> int:
+def _int_field(name: str, value: Any, low: int, high: int | None = None) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise GraphoptError(f"{name}: must be an integer >= {low}, got {value!r}")
+        raise GraphoptError(f"{name}: must be an integer >= {low}, got {describe(value)}")
+    if high is not None and value > high:
+        raise GraphoptError(f"{name}: must be at most {high}, got {describe(value)}")
     return int(value)
 
 
 def _number_field(name: str, value: Any, low: float) -> float:
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or value < low:
-        raise GraphoptError(f"{name}: must be a finite number >= {low}, got {value!r}")
+        raise GraphoptError(f"{name}: must be a finite number >= {low}, got {describe(value)}")
     return float(value)
 
 
@@ -295,20 +289,20 @@ def _check_split(split: Any) -> tuple[int, int, int]:
 def _check_synthetic(source: Any, where: str) -> None:
     """Validates one synthetic entry, down to its size distributions and parameter names."""
     if not isinstance(source, SyntheticSource):
-        raise GraphoptError(f"{where}: must be a SyntheticSource, got {source!r}")
-    if source.family not in FAMILIES:
+        raise GraphoptError(f"{where}: must be a SyntheticSource, got {describe(source)}")
+    if not isinstance(source.family, str) or source.family not in FAMILIES:
         raise GraphoptError(
-            f"{where}.family: unknown graph family {source.family!r}; "
+            f"{where}.family: unknown graph family {describe(source.family)}; "
             f"valid families: {', '.join(FAMILIES)}"
         )
     sizes = _sequence(f"{where}.sizes", source.sizes)
     if not sizes:
         raise GraphoptError(f"{where}.sizes: must list at least one op count")
-    sizes = tuple(_int_field(f"{where}.sizes[{j}]", n, 1) for j, n in enumerate(sizes))
+    sizes = tuple(_int_field(f"{where}.sizes[{j}]", n, 1, MAX_ITEMS) for j, n in enumerate(sizes))
     object.__setattr__(source, "sizes", sizes)
     _int_field(f"{where}.count", source.count, 1)
     if not isinstance(source.params, Mapping):
-        raise GraphoptError(f"{where}.params: must be a JSON object, got {source.params!r}")
+        raise GraphoptError(f"{where}.params: must be a JSON object, got {describe(source.params)}")
     accepted = [
         key
         for key in inspect.signature(FAMILIES[source.family]).parameters
@@ -319,7 +313,7 @@ def _check_synthetic(source: Any, where: str) -> None:
             raise GraphoptError(f"{where}.params.{key}: is set by the dataset builder")
         if key not in accepted:
             raise GraphoptError(
-                f"{where}.params: unknown parameter {key!r} of {source.family}; "
+                f"{where}.params: unknown parameter {describe(key)} of {source.family}; "
                 f"valid parameters: {', '.join(accepted)}"
             )
         if key in _SIZE_PARAMS and isinstance(value, Mapping):
@@ -331,13 +325,19 @@ def _check_synthetic(source: Any, where: str) -> None:
 
 def _check_zoo(source: Any, where: str) -> None:
     if not isinstance(source, ZooSource):
-        raise GraphoptError(f"{where}: must be a ZooSource, got {source!r}")
+        raise GraphoptError(f"{where}: must be a ZooSource, got {describe(source)}")
     if not isinstance(source.name, str) or not source.name:
-        raise GraphoptError(f"{where}.name: must be a non-empty model name, got {source.name!r}")
+        raise GraphoptError(
+            f"{where}.name: must be a non-empty model name, got {describe(source.name)}"
+        )
     if not isinstance(source.training, bool):
-        raise GraphoptError(f"{where}.training: must be true or false, got {source.training!r}")
+        raise GraphoptError(
+            f"{where}.training: must be true or false, got {describe(source.training)}"
+        )
     if not isinstance(source.device, str) or not source.device:
-        raise GraphoptError(f"{where}.device: must be a non-empty string, got {source.device!r}")
+        raise GraphoptError(
+            f"{where}.device: must be a non-empty string, got {describe(source.device)}"
+        )
 
 
 # ------------------------------------------------------------------------------ splitting
@@ -405,7 +405,9 @@ def _file_paths(config: DatasetConfig) -> list[tuple[int, str]]:
         paths = sorted(glob.glob(pattern, root_dir=config.base_dir, recursive=True))
         paths = [p for p in paths if (config.base_dir / p).is_file()]
         if not paths:
-            raise GraphoptError(f"files[{i}]: {pattern!r} matches no file in {config.base_dir}")
+            raise GraphoptError(
+                f"files[{i}]: {describe(pattern)} matches no file in {config.base_dir}"
+            )
         for path in paths:
             resolved = (config.base_dir / path).resolve()
             if resolved not in seen:
@@ -489,16 +491,8 @@ def _check_unique_names(topologies: Sequence[_Topology]) -> None:
 
 
 # --------------------------------------------------------------------------------- building
-@contextlib.contextmanager
-def _progress_bar(enabled: bool) -> Iterator[Any]:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+def _progress_bar(enabled: bool) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     columns = (
         TextColumn("{task.description:<12}"),
@@ -507,8 +501,7 @@ def _progress_bar(enabled: bool) -> Iterator[Any]:
         TimeElapsedColumn(),
         TextColumn("{task.fields[item]}"),
     )
-    with Progress(*columns, console=Console(stderr=True), disable=not enabled) as bar:
-        yield bar
+    return progress_bar(*columns, quiet=not enabled)
 
 
 def _check_out_dir(out_dir: Path, overwrite: bool) -> None:

@@ -11,8 +11,15 @@ storing every copy, for ten copies per topology.
 
 Each archive is a valid, uncompressed `.npz` (`np.load` reads it), written deterministically: sorted
 members, a fixed 1980-01-01 timestamp, and padding that starts every array's data on a 64-byte
-boundary. The reader memory-maps the file once and views each member in place, so opening a split
-costs no reading, DataLoader workers share the pages, and a graph is built only when indexed.
+boundary. The reader memory-maps the file once and views each member in place, so DataLoader
+workers share the pages and a graph is built only when indexed.
+
+An archive is user input, so nothing in it is trusted: opening a split checks every member's
+name, zip headers, CRC-32 (one pass over the file: a flipped bit is refused, not read as another
+graph) and .npy header, then the header, the graph names and every offset array (in bounds, not
+decreasing), so indexing never slices out of range; building a topology checks its metadata and
+applies the contract's rules, those of the JSON reader included. `read_manifest` checks every
+field of the manifest and its counts against each other.
 
 Members (all 1-D; T topologies, G graphs; `ptr` arrays have T + 1 or G + 1 entries from 0):
     header: UTF-8 JSON {"format", "split", "graphs", "topologies"} as uint8.
@@ -35,16 +42,21 @@ from __future__ import annotations
 import functools
 import io
 import json
+import math
+import re
 import struct
 import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from graphopt.errors import GraphoptError
-from graphopt.ir.graph import Graph
+from graphopt._messages import describe, reason, record_fields
+from graphopt.errors import GraphError, GraphoptError
+from graphopt.ir.graph import GRAPH_FIELDS, OP_FIELDS, TENSOR_FIELDS, Graph
+from graphopt.ir.io import graph_from_json, graph_to_json
 
 FORMAT = "graphopt.dataset/1"
 """The format tag of split archives and manifests."""
@@ -243,49 +255,6 @@ def write_archive(path: Path, arrays: dict[str, np.ndarray]) -> None:
             archive.writestr(info, buffer.getvalue())
 
 
-def _map_archive(path: Path) -> dict[str, np.ndarray]:
-    """Read-only views of every member of an uncompressed `.npz`, over one memory map."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
-    except (OSError, zipfile.BadZipFile) as error:
-        raise GraphoptError(f"{path}: not a readable dataset archive ({error})") from None
-    buffer = np.memmap(path, dtype=np.uint8, mode="r")
-    arrays: dict[str, np.ndarray] = {}
-    with path.open("rb") as file:
-        for info in infos:
-            key = info.filename.removesuffix(".npy")
-            if info.compress_type != zipfile.ZIP_STORED:
-                raise GraphoptError(f"{path}: member '{key}' is compressed; expected stored")
-            file.seek(info.header_offset)
-            signature, name_length, extra_length = _LOCAL_HEADER.unpack(
-                file.read(_LOCAL_HEADER.size)
-            )
-            if signature != b"PK\x03\x04":
-                raise GraphoptError(f"{path}: member '{key}' has no local header")
-            file.seek(info.header_offset + _LOCAL_HEADER.size + name_length + extra_length)
-            try:
-                version = np.lib.format.read_magic(file)
-                read_header = (
-                    np.lib.format.read_array_header_1_0
-                    if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0
-                )
-                shape, fortran, dtype = read_header(file)
-            except ValueError as error:
-                raise GraphoptError(
-                    f"{path}: member '{key}' is not a .npy array ({error})"
-                ) from None
-            if len(shape) != 1 or fortran or dtype.hasobject:
-                raise GraphoptError(f"{path}: member '{key}' must be a 1-D plain array")
-            start = file.tell()
-            stop = start + shape[0] * dtype.itemsize
-            if stop > buffer.shape[0]:
-                raise GraphoptError(f"{path}: member '{key}' is truncated")
-            arrays[key] = buffer[start:stop].view(dtype)
-    return arrays
-
-
 _MEMBERS = {  # member -> dtype it must have
     "header": np.uint8,
     "topology_op_ptr": np.int64,
@@ -304,24 +273,216 @@ _MEMBERS = {  # member -> dtype it must have
     "tensor_size": np.int64,
     "graph_names": np.uint8,
 }
+_HEADER_KEYS = ("format", "split", "graphs", "topologies")
+_META_KEYS = ("name", "op_names", "tensor_names", "op_attrs", "tensor_attrs", "attrs")
+_NPY_MAGIC = b"\x93NUMPY"
+# A 1-D array's header as numpy writes it; at most 19 digits keep the length within int64.
+_NPY_HEADER = re.compile(
+    rb"\{'descr': '([^']*)', 'fortran_order': False, 'shape': \((\d{1,19}),\), \} *\n"
+)
+# Errors zipfile raises on a damaged directory (bad offsets, names that are not UTF-8, ...).
+_ZIP_ERRORS = (OSError, EOFError, zipfile.BadZipFile, ValueError, struct.error, OverflowError)
+
+
+def _map_archive(path: Path) -> dict[str, np.ndarray]:
+    """Read-only views of the members of a split archive, over one memory map.
+
+    Each member must be a stored (uncompressed) `.npy` of a known name, once, whose local
+    header, size and CRC-32 agree with the zip directory, holding a 1-D array of its member's
+    dtype that exactly fills it: a view never reaches into a neighbour's bytes, and a flipped
+    bit anywhere in the data is refused instead of read as another graph.
+
+    Raises:
+        GraphoptError: naming the file, the member and what is wrong with it.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except _ZIP_ERRORS as error:
+        raise GraphoptError(f"{path}: not a readable dataset archive ({reason(error)})") from None
+    try:
+        buffer = np.memmap(path, dtype=np.uint8, mode="r")
+    except (OSError, ValueError) as error:
+        raise GraphoptError(f"{path}: not a readable dataset archive ({reason(error)})") from None
+    arrays: dict[str, np.ndarray] = {}
+    for info in infos:
+        key = info.filename.removesuffix(".npy")
+        where = f"{path}: member {describe(info.filename)}"
+        if key not in _MEMBERS or not info.filename.endswith(".npy"):
+            raise GraphoptError(f"{where}: not a member of a {FORMAT} archive")
+        if key in arrays:
+            raise GraphoptError(f"{where}: appears twice")
+        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:
+            raise GraphoptError(f"{where}: is compressed or encrypted; expected stored")
+        data = _member_data(buffer, info, where)
+        arrays[key] = _npy_view(data, np.dtype(_MEMBERS[key]), where)
+    return arrays
+
+
+def _member_data(buffer: np.ndarray, info: zipfile.ZipInfo, where: str) -> np.ndarray:
+    """The bytes of a stored member, after checking its local header and CRC-32."""
+    start = info.header_offset
+    local = bytes(buffer[max(start, 0) : max(start, 0) + _LOCAL_HEADER.size])
+    if start < 0 or len(local) < _LOCAL_HEADER.size or local[:4] != b"PK\x03\x04":
+        raise GraphoptError(f"{where}: has no local header")
+    _, name_length, extra_length = _LOCAL_HEADER.unpack(local)
+    name_start = start + _LOCAL_HEADER.size
+    encoding = "utf-8" if info.flag_bits & 0x800 else "cp437"
+    if bytes(buffer[name_start : name_start + name_length]) != info.orig_filename.encode(
+        encoding, errors="replace"
+    ):
+        raise GraphoptError(f"{where}: its local header names another file")
+    begin = name_start + name_length + extra_length
+    end = begin + info.compress_size
+    if info.file_size != info.compress_size or end > buffer.shape[0]:
+        raise GraphoptError(f"{where}: is truncated")
+    data = buffer[begin:end]
+    if zlib.crc32(data) != info.CRC:
+        raise GraphoptError(f"{where}: is corrupt (its CRC-32 does not match its bytes)")
+    return data
+
+
+def _npy_view(data: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:
+    """The 1-D array of `dtype` a member's `.npy` bytes hold, viewed in place.
+
+    The header is matched exactly as numpy writes a 1-D array's (version 1.0 or 2.0), rather
+    than evaluated as a Python literal: any other header is refused, and no malformed header
+    can raise a parser's own exception.
+    """
+    version = bytes(data[:8])
+    if version not in (_NPY_MAGIC + b"\x01\x00", _NPY_MAGIC + b"\x02\x00"):
+        raise GraphoptError(f"{where}: is not a version 1.0 or 2.0 .npy array")
+    width = 2 if version[6] == 1 else 4
+    begin = 8 + width + int.from_bytes(bytes(data[8 : 8 + width]), "little")
+    match = _NPY_HEADER.fullmatch(bytes(data[8 + width : begin]))
+    if match is None or match[1] != dtype.str.encode():
+        raise GraphoptError(f"{where}: must be a 1-D {dtype} .npy array")
+    size = int(match[2]) * dtype.itemsize
+    if begin + size != data.shape[0]:
+        raise GraphoptError(
+            f"{where}: holds {max(data.shape[0] - begin, 0)} bytes of data, its header says {size}"
+        )
+    return data[begin:].view(dtype)
+
+
+def _json_member(raw: np.ndarray, where: str) -> Any:
+    """A UTF-8 JSON document stored as bytes."""
+    try:
+        return json.loads(raw.tobytes().decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # JSON, UTF-8 and integer-size errors
+        raise GraphoptError(f"{where}: is not valid UTF-8 JSON ({reason(error)})") from None
+
+
+def _check_offsets(
+    path: Path, arrays: dict[str, np.ndarray], name: str, count: int, end: int
+) -> None:
+    """Refuses an offsets member unless it has count + 1 entries from 0, not decreasing, to end.
+
+    Negative or decreasing offsets would slice backwards from the end of an array: another
+    graph's data, read without an error.
+    """
+    ptr = arrays[name]
+    if ptr.shape[0] != count + 1 or ptr[0] != 0 or ptr[-1] != end or np.any(np.diff(ptr) < 0):
+        raise GraphoptError(
+            f"{path}: member '{name}' must hold {count + 1} offsets from 0, not decreasing, "
+            f"to {end}"
+        )
+
+
+def _check_archive(path: Path, split: str, arrays: dict[str, np.ndarray]) -> tuple[str, ...]:
+    """Checks the header and every offset of a split archive; returns the graph names.
+
+    What one graph needs is checked here, once, vectorized over all graphs: indexing can then
+    never slice out of bounds; each topology's own rules are checked when it is first built.
+    """
+    for key in _MEMBERS:
+        if key not in arrays:
+            raise GraphoptError(f"{path}: missing member '{key}'")
+    header = _json_member(arrays["header"], f"{path}: header")
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise GraphoptError(f"{path}: header: format must be '{FORMAT}'")
+    if sorted(header) != sorted(_HEADER_KEYS):
+        raise GraphoptError(f"{path}: header: must hold exactly {', '.join(_HEADER_KEYS)}")
+    if header["split"] != split:
+        raise GraphoptError(
+            f"{path}: header: holds split {describe(header['split'])}, not '{split}'"
+        )
+    n_topologies = arrays["topology_op_ptr"].shape[0] - 1
+    n_graphs = arrays["graph_topology"].shape[0]
+    if n_topologies < 0:
+        raise GraphoptError(f"{path}: member 'topology_op_ptr' must hold at least one offset")
+    for key, count in (("topologies", n_topologies), ("graphs", n_graphs)):
+        value = header[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value != count:
+            raise GraphoptError(
+                f"{path}: header: {key} is {describe(value)}, the arrays hold {count}"
+            )
+    names = _json_member(arrays["graph_names"], f"{path}: graph_names")
+    if not isinstance(names, list) or len(names) != n_graphs:
+        raise GraphoptError(f"{path}: graph_names: must be a JSON list of {n_graphs} names")
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise GraphoptError(
+                f"{path}: graph_names[{i}]: must be a non-empty string, got {describe(name)}"
+            )
+    if len(set(names)) != len(names):
+        seen: set[str] = set()
+        twice = next(name for name in names if name in seen or seen.add(name))
+        raise GraphoptError(f"{path}: graph_names: {describe(twice)} appears twice")
+    for per_op in ("op_runtime", "op_temp_memory"):
+        _check_offsets(path, arrays, "topology_op_ptr", n_topologies, arrays[per_op].shape[0])
+    for per_tensor in ("tensor_producer", "tensor_persistent"):
+        _check_offsets(
+            path, arrays, "topology_tensor_ptr", n_topologies, arrays[per_tensor].shape[0]
+        )
+    n_tensors = arrays["tensor_producer"].shape[0]
+    _check_offsets(path, arrays, "topology_edge_ptr", n_topologies, arrays["consumer_op"].shape[0])
+    _check_offsets(
+        path, arrays, "topology_meta_ptr", n_topologies, arrays["topology_meta"].shape[0]
+    )
+    if arrays["consumer_ptr"].shape[0] != n_tensors + n_topologies:
+        raise GraphoptError(
+            f"{path}: member 'consumer_ptr' must hold one offset per tensor plus one per "
+            f"topology ({n_tensors + n_topologies})"
+        )
+    if np.any(arrays["tensor_persistent"].view(np.uint8) > 1):
+        raise GraphoptError(f"{path}: member 'tensor_persistent' holds bytes other than 0 and 1")
+    topology = arrays["graph_topology"]
+    if np.any((topology < 0) | (topology >= n_topologies)):
+        raise GraphoptError(
+            f"{path}: member 'graph_topology' must hold topology indices in [0, {n_topologies})"
+        )
+    _check_offsets(path, arrays, "graph_tensor_ptr", n_graphs, arrays["tensor_size"].shape[0])
+    tensors_per_topology = np.diff(arrays["topology_tensor_ptr"])
+    wrong = np.flatnonzero(np.diff(arrays["graph_tensor_ptr"]) != tensors_per_topology[topology])
+    if wrong.size:
+        i = int(wrong[0])
+        raise GraphoptError(
+            f"{path}: graph {i} ({describe(names[i])}): has "
+            f"{int(np.diff(arrays['graph_tensor_ptr'])[i])} tensor sizes, its topology "
+            f"{int(topology[i])} has {int(tensors_per_topology[topology[i]])} tensors"
+        )
+    return tuple(names)
 
 
 class Dataset:
     """One split of a built dataset: a lazy, indexable sequence of graphs.
 
-    Opening maps the split's archive and reads only the graph names; `dataset[i]` slices the
-    arrays of graph i and validates them into a `Graph` (each topology's structure is decoded
-    once and cached, since its copies sit next to each other). Picklable, so it can be handed
-    to DataLoader workers, which reopen the file.
+    Opening maps the split's archive and checks its structure (header, offsets, CRCs);
+    `dataset[i]` slices the arrays of graph i and validates them into a `Graph` (each
+    topology's structure is decoded and validated once and cached, since its copies sit next to
+    each other). Picklable, so it can be handed to DataLoader workers, which reopen the file.
 
     Use `Dataset.open(directory, split)`.
     """
 
-    def __init__(self, path: Path, split: str, arrays: dict[str, np.ndarray]) -> None:
+    def __init__(
+        self, path: Path, split: str, arrays: dict[str, np.ndarray], names: tuple[str, ...]
+    ) -> None:
         self.path = path
         self.split = split
         self._arrays = arrays
-        self._names: tuple[str, ...] = tuple(json.loads(arrays["graph_names"].tobytes()))
+        self._names = names
         self._topology = functools.lru_cache(maxsize=_TOPOLOGY_CACHE)(self._load_topology)
 
     @classmethod
@@ -332,28 +493,14 @@ class Dataset:
             GraphoptError: when the split is unknown or its archive is missing or malformed.
         """
         if split not in SPLITS:
-            raise GraphoptError(f"unknown split '{split}'; valid splits: {', '.join(SPLITS)}")
+            raise GraphoptError(
+                f"unknown split {describe(split)}; valid splits: {', '.join(SPLITS)}"
+            )
         path = Path(directory) / split_file(split)
         if not path.is_file():
             raise GraphoptError(f"{path}: no such dataset archive (build the dataset first)")
         arrays = _map_archive(path)
-        for key, dtype in _MEMBERS.items():
-            if key not in arrays:
-                raise GraphoptError(f"{path}: missing member '{key}'")
-            if arrays[key].dtype != np.dtype(dtype):
-                raise GraphoptError(
-                    f"{path}: member '{key}' must be {np.dtype(dtype)}, got {arrays[key].dtype}"
-                )
-        try:
-            header = json.loads(arrays["header"].tobytes())
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise GraphoptError(f"{path}: header is not valid JSON") from None
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise GraphoptError(f"{path}: format must be '{FORMAT}'")
-        dataset = cls(path, split, arrays)
-        if len(dataset._names) != arrays["graph_topology"].shape[0]:
-            raise GraphoptError(f"{path}: graph_names and graph_topology differ in length")
-        return dataset
+        return cls(path, split, arrays, _check_archive(path, split, arrays))
 
     def __reduce__(self) -> tuple[Any, tuple[Path, str]]:
         return Dataset.open, (self.path.parent, self.split)
@@ -366,6 +513,12 @@ class Dataset:
             yield self[i]
 
     def __getitem__(self, index: int) -> Graph:
+        """Graph `index` (negative counts from the end).
+
+        Raises:
+            GraphError: when the stored graph breaks a rule of the contract, naming the file
+                and the graph.
+        """
         n = len(self)
         if not isinstance(index, int | np.integer) or isinstance(index, bool):
             raise TypeError(f"dataset indices must be integers, got {type(index).__name__}")
@@ -375,7 +528,12 @@ class Dataset:
         ptr = self._arrays["graph_tensor_ptr"]
         sizes = self._arrays["tensor_size"][ptr[i] : ptr[i + 1]]
         topology = self._topology(int(self._arrays["graph_topology"][i]))
-        return topology.with_tensor_sizes(sizes, name=self._names[i])
+        try:
+            return topology.with_tensor_sizes(sizes, name=self._names[i])
+        except GraphError as error:
+            raise GraphError(
+                f"{self.path}: graph {i} ({describe(self._names[i])}): {error}"
+            ) from None
 
     def __repr__(self) -> str:
         return f"Dataset({str(self.path)!r}, graphs={len(self)}, topologies={self.n_topologies})"
@@ -401,43 +559,240 @@ class Dataset:
         return np.diff(self._arrays["topology_op_ptr"])[self.topology_ids]
 
     def _load_topology(self, k: int) -> Graph:
-        """Builds topology k with zero tensor sizes (each graph sets its own), validating it."""
+        """Builds topology k with zero tensor sizes (each graph sets its own), validating it.
+
+        Raises:
+            GraphError: naming the file and the topology, when its metadata or structure breaks
+                a rule of the format or of the contract.
+        """
         a = self._arrays
+        where = f"{self.path}: topology {k}"
         ops = slice(a["topology_op_ptr"][k], a["topology_op_ptr"][k + 1])
         tensors = slice(a["topology_tensor_ptr"][k], a["topology_tensor_ptr"][k + 1])
         edges = slice(a["topology_edge_ptr"][k], a["topology_edge_ptr"][k + 1])
         meta_bytes = a["topology_meta"][a["topology_meta_ptr"][k] : a["topology_meta_ptr"][k + 1]]
-        meta = json.loads(meta_bytes.tobytes())
-        return Graph.from_arrays(
-            meta["name"],
-            meta["op_names"],
-            a["op_runtime"][ops],
-            meta["tensor_names"],
-            np.zeros(tensors.stop - tensors.start, dtype=np.int64),
-            a["tensor_producer"][tensors],
-            a["consumer_ptr"][tensors.start + k : tensors.stop + k + 1],
-            a["consumer_op"][edges],
-            op_temp_memory=a["op_temp_memory"][ops],
-            tensor_persistent=a["tensor_persistent"][tensors],
-            op_attrs=meta["op_attrs"],
-            tensor_attrs=meta["tensor_attrs"],
-            attrs=meta["attrs"],
+        meta = _check_meta(
+            _json_member(meta_bytes, where),
+            where,
+            ops.stop - ops.start,
+            tensors.stop - tensors.start,
         )
+        try:
+            topology = Graph.from_arrays(
+                meta["name"],
+                meta["op_names"],
+                a["op_runtime"][ops],
+                meta["tensor_names"],
+                np.zeros(tensors.stop - tensors.start, dtype=np.int64),
+                a["tensor_producer"][tensors],
+                a["consumer_ptr"][tensors.start + k : tensors.stop + k + 1],
+                a["consumer_op"][edges],
+                op_temp_memory=a["op_temp_memory"][ops],
+                tensor_persistent=a["tensor_persistent"][tensors],
+                op_attrs=meta["op_attrs"],
+                tensor_attrs=meta["tensor_attrs"],
+                attrs=meta["attrs"],
+            )
+            # The JSON reader's rules for the extra fields (misspelt, unsupported or malformed
+            # contract fields) hold for every graph, however it is stored: apply them.
+            graph_from_json(graph_to_json(topology))
+        except GraphError as error:
+            raise GraphError(f"{where} ({describe(meta['name'])}): {error}") from None
+        return topology
+
+
+def _check_meta(meta: Any, where: str, n_ops: int, n_tensors: int) -> dict[str, Any]:
+    """A topology's metadata object, with names and attributes of the right kinds and counts.
+
+    Attribute keys must not be the contract's own fields: written back to JSON they would
+    overwrite the real runtime, size or producer of the graph.
+    """
+    if not isinstance(meta, dict) or sorted(meta) != sorted(_META_KEYS):
+        raise GraphError(f"{where}: metadata must be an object of {', '.join(_META_KEYS)}")
+    if not isinstance(meta["name"], str):
+        raise GraphError(f"{where}: name must be a string, got {describe(meta['name'])}")
+    for key, count, fields in (
+        ("op_names", n_ops, OP_FIELDS),
+        ("tensor_names", n_tensors, TENSOR_FIELDS),
+    ):
+        names = meta[key]
+        if not isinstance(names, list) or len(names) != count:
+            raise GraphError(f"{where}: {key} must be a list of {count} names")
+        attrs_key = key.replace("_names", "_attrs")
+        attrs = meta[attrs_key]
+        if attrs is None:
+            continue
+        if not isinstance(attrs, list) or len(attrs) != count:
+            raise GraphError(f"{where}: {attrs_key} must be null or a list of {count} objects")
+        for i, item in enumerate(attrs):
+            if not isinstance(item, dict) or not item.keys().isdisjoint(fields):
+                raise GraphError(
+                    f"{where}: {attrs_key}[{i}] must be an object without the fields "
+                    f"{', '.join(fields)}"
+                )
+    if not isinstance(meta["attrs"], dict) or not meta["attrs"].keys().isdisjoint(GRAPH_FIELDS):
+        raise GraphError(
+            f"{where}: attrs must be an object without the fields {', '.join(GRAPH_FIELDS)}"
+        )
+    return meta
+
+
+# ---------------------------------------------------------------------------------- manifest
+_MANIFEST_KEYS = (
+    "format",
+    "name",
+    "graphopt_version",
+    "seed",
+    "config",
+    "graphs",
+    "topologies",
+    "splits",
+    "topology_table",
+)
+_SPLIT_KEYS = (
+    "file",
+    "bytes",
+    "sha256",
+    "graphs",
+    "topologies",
+    "ops",
+    "op_count_histogram",
+    "tensor_size_histogram",
+    "sources",
+)
+_ROW_KEYS = ("name", "split", "ops", "tensors", "edges", "source", "augment_seed")
+_SOURCE_KINDS = ("synthetic", "zoo", "files")
+
+
+def _count(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise GraphoptError(f"{where}: must be an integer >= 0, got {describe(value)}")
+    return value
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise GraphoptError(f"{where}: must be a non-empty string, got {describe(value)}")
+    return value
+
+
+def _check_histogram(value: Any, where: str, total: int | None) -> None:
+    histogram = record_fields(value, where, ("bins", "counts"))
+    bins, counts = histogram["bins"], histogram["counts"]
+    numeric = isinstance(bins, list) and all(
+        isinstance(b, int | float) and not isinstance(b, bool) and math.isfinite(b) for b in bins
+    )
+    if not numeric or len(bins) < 2 or any(b > c for b, c in zip(bins, bins[1:], strict=False)):
+        raise GraphoptError(f"{where}.bins: must be at least 2 finite, increasing numbers")
+    if not isinstance(counts, list) or len(counts) != len(bins) - 1:
+        raise GraphoptError(f"{where}.counts: must be a list of {len(bins) - 1} counts")
+    for i, count in enumerate(counts):
+        _count(count, f"{where}.counts[{i}]")
+    if total is not None and sum(counts) != total:
+        raise GraphoptError(f"{where}.counts: must sum to {total}, got {sum(counts)}")
+
+
+def _check_split_entry(directory: Path, split: str, value: Any, where: str) -> dict[str, Any]:
+    entry = record_fields(value, where, _SPLIT_KEYS)
+    if entry["file"] != split_file(split):
+        raise GraphoptError(
+            f"{where}.file: must be '{split_file(split)}', got {describe(entry['file'])}"
+        )
+    size = _count(entry["bytes"], f"{where}.bytes")
+    archive = directory / split_file(split)
+    if archive.is_file() and archive.stat().st_size != size:
+        raise GraphoptError(
+            f"{where}.bytes: says {size}, but {archive} has {archive.stat().st_size} bytes"
+        )
+    digest = entry["sha256"]
+    if not isinstance(digest, str) or re.fullmatch(r"[0-9a-f]{64}", digest) is None:
+        raise GraphoptError(f"{where}.sha256: must be 64 lowercase hex digits")
+    for key in ("graphs", "topologies", "ops"):
+        _count(entry[key], f"{where}.{key}")
+    _check_histogram(entry["op_count_histogram"], f"{where}.op_count_histogram", entry["graphs"])
+    _check_histogram(entry["tensor_size_histogram"], f"{where}.tensor_size_histogram", None)
+    sources = entry["sources"]
+    if not isinstance(sources, dict):
+        raise GraphoptError(f"{where}.sources: must be a JSON object, got {describe(sources)}")
+    for source, count in sources.items():
+        _count(count, f"{where}.sources.{source}")
+    if sum(sources.values()) != entry["topologies"]:
+        raise GraphoptError(f"{where}.sources: must count {entry['topologies']} topologies")
+    return entry
+
+
+def _check_manifest(directory: Path, manifest: Any) -> dict[str, Any]:
+    """Every field of a manifest, its counts against each other and its sizes against the files.
+
+    The config must be one `DatasetConfig` reads back unchanged (no field left to a default).
+    """
+    from graphopt.datasets.build import DatasetConfig  # build imports this module
+
+    manifest = record_fields(manifest, "manifest", _MANIFEST_KEYS)
+    _text(manifest["name"], "name")
+    _text(manifest["graphopt_version"], "graphopt_version")
+    _count(manifest["seed"], "seed")
+    config = DatasetConfig.from_dict(manifest["config"])
+    if config.to_dict() != manifest["config"]:
+        raise GraphoptError("config: is not the complete config of a build (a field is missing)")
+    if (config.name, config.seed) != (manifest["name"], manifest["seed"]):
+        raise GraphoptError("name and seed: must be those of the config")
+    splits = record_fields(manifest["splits"], "splits", SPLITS)
+    entries = {s: _check_split_entry(directory, s, splits[s], f"splits.{s}") for s in SPLITS}
+    for key in ("graphs", "topologies"):
+        total = sum(entry[key] for entry in entries.values())
+        if _count(manifest[key], key) != total:
+            raise GraphoptError(f"{key}: is {manifest[key]}, the splits hold {total}")
+    table = manifest["topology_table"]
+    if not isinstance(table, list) or len(table) != manifest["topologies"]:
+        raise GraphoptError(f"topology_table: must list {manifest['topologies']} topologies")
+    names: set[str] = set()
+    per_split = dict.fromkeys(SPLITS, 0)
+    for i, value in enumerate(table):
+        where = f"topology_table[{i}]"
+        row = record_fields(value, where, _ROW_KEYS)
+        name = _text(row["name"], f"{where}.name")
+        if name in names:
+            raise GraphoptError(f"{where}.name: {describe(name)} appears twice")
+        names.add(name)
+        if row["split"] not in SPLITS:
+            raise GraphoptError(
+                f"{where}.split: must be one of {', '.join(SPLITS)}, got {describe(row['split'])}"
+            )
+        per_split[row["split"]] += 1
+        for key in ("ops", "tensors", "edges", "augment_seed"):
+            _count(row[key], f"{where}.{key}")
+        source = row["source"]
+        if not isinstance(source, dict) or source.get("kind") not in _SOURCE_KINDS:
+            raise GraphoptError(
+                f"{where}.source: must be an object whose kind is one of {', '.join(_SOURCE_KINDS)}"
+            )
+    for split, count in per_split.items():
+        if count != entries[split]["topologies"]:
+            raise GraphoptError(
+                f"topology_table: lists {count} {split} topologies, splits.{split} has "
+                f"{entries[split]['topologies']}"
+            )
+    return manifest
 
 
 def read_manifest(directory: str | Path) -> dict[str, Any]:
-    """The manifest of the dataset in `directory`.
+    """The manifest of the dataset in `directory`, checked field by field.
 
     Raises:
-        GraphoptError: when it is missing or not a `graphopt.dataset/1` manifest.
+        GraphoptError: when it is missing, not UTF-8 JSON, or a field breaks a rule of the
+            `graphopt.dataset/1` manifest, naming the file and the field.
     """
     path = Path(directory) / MANIFEST
     if not path.is_file():
         raise GraphoptError(f"{path}: no such file (not a dataset directory)")
     try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise GraphoptError(f"{path}: not valid JSON") from None
+        manifest = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # JSON, UTF-8 and integer-size errors
+        raise GraphoptError(f"{path}: not valid UTF-8 JSON ({reason(error)})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise GraphoptError(f"{path}: format must be '{FORMAT}'")
-    return manifest
+    try:
+        return _check_manifest(Path(directory), manifest)
+    except GraphoptError as error:
+        raise GraphoptError(f"{path}: {error}") from None

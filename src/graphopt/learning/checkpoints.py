@@ -4,24 +4,75 @@ A checkpoint records the policy's shape, the feature set, the objective, the dev
 the inner search it was trained for; loading one for another device count, objective or feature
 set is an error that says which. Writes go to a temporary file that replaces the old one only
 when complete, so a kill during a save never loses the last good checkpoint.
+
+A checkpoint file is user input (`--policy`, `--resume`): it is unpickled with torch's
+`weights_only` loader, which builds only tensors and plain containers and never runs code the
+file names, and every field is checked before use. The network's shape is compared with the
+stored tensors on torch's meta device before any memory is allocated, so a file cannot make
+the loader allocate more than it holds, and the weights must be finite and give finite outputs:
+a loaded policy can always be run, a damaged one is refused with a line that says why.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
-from dataclasses import asdict, dataclass
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from graphopt._messages import describe, reason, record_fields
 from graphopt.errors import GraphoptError
 from graphopt.learning.actions import ActionConfig
-from graphopt.learning.features import FEATURE_SET, node_feature_names
-from graphopt.learning.policy import PolicyConfig, RegalPolicy
-from graphopt.solvers.regal import InnerSearch
+from graphopt.learning.batching import make_batch
+from graphopt.learning.features import FEATURE_SET, GraphFeatures, node_feature_names
+from graphopt.learning.policy import ENCODERS, PolicyConfig, RegalPolicy
+from graphopt.limits import MAX_DEVICES
+from graphopt.solvers.base import Objective, SolverError
+from graphopt.solvers.regal import SEARCHES, InnerSearch
 
 FORMAT = "graphopt.regal-policy/1"
+
+MAX_HIDDEN = 4096
+"""Widest network a checkpoint may describe."""
+MAX_ROUNDS = 256
+"""Most message-passing rounds: they share weights, so the file's size does not bound them."""
+MAX_LEVELS = 1024
+"""Most quantization levels of an action."""
+MAX_FEATURE_EVALUATIONS = 10**9
+"""Most evaluations of the feature run a policy may ask for."""
+MAX_LOGIT = 1e6
+"""Largest initial mode logit or anchor strength (float32 tensors hold them)."""
+
+_POLICY_KEYS = (
+    "format",
+    "policy_config",
+    "feature_set",
+    "node_features",
+    "objective",
+    "search",
+    "feature_evaluations",
+    "model_state",
+)
+_OPTIONAL_KEYS = ("inner_search", "metadata")  # older checkpoints lack them
+_RUN_KEYS = (
+    "train_config",
+    "optimizer_state",
+    "step",
+    "best_validation",
+    "best_step",
+    "seconds",
+    "history",
+)
+_ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
+_ROUNDING = 1e-5  # float32 rounding allowed on Adam's moment bounds
 
 
 class CheckpointError(GraphoptError):
@@ -85,17 +136,32 @@ def save_checkpoint(path: Path, record: dict[str, Any]) -> None:
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The raw record of a checkpoint file; CheckpointError when absent or not a checkpoint."""
+    """The raw record of a checkpoint file: a policy's fields, and a training run's with them.
+
+    Only the envelope is checked here (format, field names); `load_policy` and
+    `read_run_checkpoint` check the fields they use.
+
+    Raises:
+        CheckpointError: when absent, unreadable, not a checkpoint, or with a missing or
+            unknown field.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no policy checkpoint at {path}")
     try:
-        record = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about odd files on stderr: the error says it
+            warnings.simplefilter("ignore")
+            record = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # torch raises many types for a corrupt or foreign file
-        raise CheckpointError(f"{path} is not a readable policy checkpoint: {error}") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{path} is not a readable policy checkpoint ({reason(error)})"
+        ) from None
+    if not isinstance(record, dict) or not isinstance(record.get("format"), str):
         raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
-    return record
+    if record["format"] != FORMAT:
+        raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
+    optional = (*_OPTIONAL_KEYS, *_RUN_KEYS)
+    return _exact_fields(record, f"{path}: checkpoint", _POLICY_KEYS, optional)
 
 
 def load_policy(
@@ -104,34 +170,338 @@ def load_policy(
     """Loads a policy, refusing one trained for another objective, device count or features.
 
     Raises:
-        CheckpointError: naming what differs.
+        CheckpointError: naming what differs, or the field that is malformed.
     """
     record = read_checkpoint(path)
-    if record["feature_set"] != FEATURE_SET:
+    if not isinstance(record["feature_set"], str) or record["feature_set"] != FEATURE_SET:
         raise CheckpointError(
-            f"{path} was trained on feature set {record['feature_set']!r}; this graphopt "
-            f"computes {FEATURE_SET!r}"
+            f"{path} was trained on feature set {describe(record['feature_set'])}; this "
+            f"graphopt computes {FEATURE_SET!r}"
         )
-    config_data = dict(record["policy_config"])
-    config = PolicyConfig(**{**config_data, "actions": ActionConfig(**config_data["actions"])})
+    config = _policy_config(record["policy_config"], f"{path}: policy_config")
     if n_devices is not None and config.n_devices != n_devices:
         raise CheckpointError(
             f"{path} was trained for {config.n_devices} devices; the machine has {n_devices}"
         )
-    if objective is not None and record["objective"] != objective:
-        raise CheckpointError(
-            f"{path} was trained to minimize {record['objective']}, not {objective}"
-        )
-    if list(record["node_features"]) != list(node_feature_names(config.n_devices)):
+    trained_for = _choice(record["objective"], [o.value for o in Objective], f"{path}: objective")
+    if objective is not None and trained_for != objective:
+        raise CheckpointError(f"{path} was trained to minimize {trained_for}, not {objective}")
+    features = record["node_features"]
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise CheckpointError(f"{path}: node_features: must be a list of names")
+    if features != list(node_feature_names(config.n_devices)):
         raise CheckpointError(f"{path} was trained on other node features")
-    network = RegalPolicy(config)
-    network.load_state_dict(record["model_state"])
-    network.eval()
-    return TrainedPolicy(
-        network,
-        record["objective"],
-        record["search"],
-        int(record["feature_evaluations"]),
-        InnerSearch(**record.get("inner_search", {})),
-        dict(record.get("metadata", {})),
+    search = _choice(record["search"], SEARCHES, f"{path}: search")
+    feature_evaluations = _integer(
+        record["feature_evaluations"], f"{path}: feature_evaluations", 1, MAX_FEATURE_EVALUATIONS
     )
+    inner = _inner_search(record.get("inner_search", {}), f"{path}: inner_search")
+    metadata = record.get("metadata", {})
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and _is_scalar(v) for k, v in metadata.items()
+    ):
+        raise CheckpointError(f"{path}: metadata: must map names to plain values")
+    network = RegalPolicy(config)
+    _load_weights(network, record["model_state"], f"{path}: model_state")
+    _check_outputs(network, f"{path}: model_state")
+    network.eval()
+    return TrainedPolicy(network, trained_for, search, feature_evaluations, inner, metadata)
+
+
+@dataclass(frozen=True, eq=False)
+class RunCheckpoint:
+    """What `last.pt` holds besides the policy: a training run's state, checked.
+
+    Attributes:
+        path: the file.
+        train_config: the run's training config, as a JSON object.
+        step: gradient steps done.
+        best_validation: best validation reward so far.
+        best_step: the step that reached it.
+        seconds: training time so far.
+        history: one log row per step, from step 0.
+        record: the raw record (weights and optimizer state, checked by `restore`).
+    """
+
+    path: Path
+    train_config: dict[str, Any]
+    step: int
+    best_validation: float
+    best_step: int
+    seconds: float
+    history: list[dict[str, float]]
+    record: dict[str, Any]
+
+    def restore(self, network: RegalPolicy, optimizer: torch.optim.Adam) -> None:
+        """Loads the weights and Adam's state into a network and optimizer of the run's config.
+
+        Raises:
+            CheckpointError: when the stored policy, weights or optimizer state do not fit
+                them, or hold non-finite values.
+        """
+        config = _policy_config(self.record["policy_config"], f"{self.path}: policy_config")
+        if config != network.config:
+            raise CheckpointError(f"{self.path}: policy_config is not the train_config's network")
+        clip = self.train_config.get("grad_clip")
+        if not isinstance(clip, int | float) or isinstance(clip, bool) or not 0 < clip < math.inf:
+            raise CheckpointError(f"{self.path}: train_config.grad_clip: must be a number > 0")
+        _load_weights(network, self.record["model_state"], f"{self.path}: model_state")
+        _check_outputs(network, f"{self.path}: model_state")
+        _load_adam(optimizer, self.record["optimizer_state"], self.step, clip, self.path)
+
+
+def read_run_checkpoint(path: str | Path, columns: Sequence[str]) -> RunCheckpoint:
+    """A training run's `last.pt`, every field of the run checked.
+
+    Args:
+        path: the checkpoint.
+        columns: the names a log row may use.
+
+    Raises:
+        CheckpointError: naming the field that is missing or malformed.
+    """
+    path = Path(path)
+    record = read_checkpoint(path)
+    for key in _RUN_KEYS:
+        if key not in record:
+            raise CheckpointError(f"{path}: not a training run's checkpoint (no '{key}')")
+    train_config = _json_field(record["train_config"], f"{path}: train_config")
+    if not isinstance(train_config, dict):
+        raise CheckpointError(f"{path}: train_config: must be a JSON object")
+    step = _integer(record["step"], f"{path}: step", 0, 2**62)
+    best_step = _integer(record["best_step"], f"{path}: best_step", 0, step)
+    best_validation = _number(record["best_validation"], f"{path}: best_validation")
+    seconds = _number(record["seconds"], f"{path}: seconds")
+    if seconds < 0:
+        raise CheckpointError(f"{path}: seconds: must be >= 0, got {describe(seconds)}")
+    history = _json_field(record["history"], f"{path}: history")
+    if not isinstance(history, list) or len(history) != step + 1:
+        raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
+    for i, row in enumerate(history):
+        where = f"{path}: history[{i}]"
+        if not isinstance(row, dict) or not set(row) <= set(columns) or row.get("step") != i:
+            raise CheckpointError(f"{where}: must be a log row of step {i}")
+        for key, value in row.items():
+            _number(value, f"{where}.{key}")
+    return RunCheckpoint(
+        path, train_config, step, best_validation, best_step, seconds, history, record
+    )
+
+
+# ------------------------------------------------------------------------------ field checks
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | bool | int | float)
+
+
+def _choice(value: Any, choices: Sequence[str], where: str) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise CheckpointError(
+            f"{where}: must be one of {', '.join(choices)}, got {describe(value)}"
+        )
+    return value
+
+
+def _integer(value: Any, where: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise CheckpointError(
+            f"{where}: must be an integer in [{low}, {high}], got {describe(value)}"
+        )
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise CheckpointError(f"{where}: must be a number, got {describe(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise CheckpointError(f"{where}: must be finite, got {describe(value)}")
+    return number
+
+
+def _json_field(value: Any, where: str) -> Any:
+    if not isinstance(value, str):
+        raise CheckpointError(f"{where}: must be JSON text, got {describe(value)}")
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError) as error:
+        raise CheckpointError(f"{where}: not valid JSON ({reason(error)})") from None
+
+
+def _exact_fields(
+    value: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()
+) -> dict[str, Any]:
+    return record_fields(value, where, required, optional, CheckpointError, "a dict")
+
+
+def _policy_config(value: Any, where: str) -> PolicyConfig:
+    """The network's shape, each field of the right type and within the limits above."""
+    data = _exact_fields(
+        value, where, [f.name for f in fields(PolicyConfig) if f.name != "anchor"], ["anchor"]
+    )
+    actions = _exact_fields(
+        data["actions"], f"{where}.actions", [f.name for f in fields(ActionConfig)]
+    )
+    _integer(data["n_devices"], f"{where}.n_devices", 2, MAX_DEVICES)
+    _integer(data["hidden"], f"{where}.hidden", 1, MAX_HIDDEN)
+    _integer(data["rounds"], f"{where}.rounds", 0, MAX_ROUNDS)
+    _integer(actions["levels"], f"{where}.actions.levels", 2, MAX_LEVELS)
+    for key in ("placement", "scheduling", "elite_bias"):
+        if not isinstance(actions[key], bool):
+            raise CheckpointError(
+                f"{where}.actions.{key}: must be true or false, got {describe(actions[key])}"
+            )
+    _choice(data["encoder"], ENCODERS, f"{where}.encoder")
+    _choice(data["aggregation"], ("mean", "add"), f"{where}.aggregation")
+    anchor = data.get("anchor")
+    for key, value in (("initial_mode_logit", data["initial_mode_logit"]), ("anchor", anchor)):
+        if value is None and key == "anchor":  # no anchor: the heads start from the mode logit
+            continue
+        if abs(_number(value, f"{where}.{key}")) > MAX_LOGIT:
+            raise CheckpointError(
+                f"{where}.{key}: must be in [-{MAX_LOGIT:g}, {MAX_LOGIT:g}], got {describe(value)}"
+            )
+    try:
+        return PolicyConfig(**{**data, "actions": ActionConfig(**actions), "anchor": anchor})
+    except ValueError as error:
+        raise CheckpointError(f"{where}: {error}") from None
+
+
+def _inner_search(value: Any, where: str) -> InnerSearch:
+    data = _exact_fields(value, where, [], [f.name for f in fields(InnerSearch)])
+    preset, kept = data.get("brkga"), data.get("kept")
+    if preset is not None and (
+        not isinstance(preset, str) or re.fullmatch(r"[a-z0-9][a-z0-9_-]*", preset) is None
+    ):
+        raise CheckpointError(f"{where}.brkga: must be a BRKGA preset name, got {describe(preset)}")
+    if kept is not None:
+        _integer(kept, f"{where}.kept", 1, 2**31 - 1)
+    try:
+        return InnerSearch(preset, kept)
+    except SolverError as error:
+        raise CheckpointError(f"{where}: {error}") from None
+
+
+def _check_tensor(value: Any, like: torch.Tensor, where: str) -> torch.Tensor:
+    """A stored tensor of exactly the shape and dtype of `like`, dense and finite."""
+    if (
+        type(value) not in (torch.Tensor, torch.nn.Parameter)
+        or value.layout != torch.strided
+        or value.device.type != "cpu"
+    ):
+        raise CheckpointError(f"{where}: must be a dense CPU tensor, got {describe(value)}")
+    if value.dtype != like.dtype or value.shape != like.shape:
+        raise CheckpointError(
+            f"{where}: must be a {like.dtype} tensor of shape {list(like.shape)}, got "
+            f"{value.dtype} of shape {list(value.shape)}"
+        )
+    if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        raise CheckpointError(f"{where}: holds NaN or infinite values")
+    return value
+
+
+def _load_weights(network: RegalPolicy, state: Any, where: str) -> None:
+    """Loads weights whose names, shapes and dtypes are exactly the network's, all finite.
+
+    The expected shapes come from the same config built on the meta device (no memory), so
+    they are known before the file's tensors are trusted.
+    """
+    with torch.device("meta"):
+        expected = RegalPolicy(network.config).state_dict()
+    if not isinstance(state, Mapping) or set(state) != set(expected):
+        missing = sorted(set(expected) - set(state)) if isinstance(state, Mapping) else []
+        detail = f" (missing {describe(missing[0])})" if missing else ""
+        raise CheckpointError(
+            f"{where}: must hold exactly the network's {len(expected)} tensors{detail}"
+        )
+    for key, like in expected.items():
+        _check_tensor(state[key], like, f"{where}[{describe(key)}]")
+    network.load_state_dict(state)
+
+
+def _check_outputs(network: RegalPolicy, where: str) -> None:
+    """Refuses weights that turn a small graph's features into non-finite outputs.
+
+    Greedy actions are defined whatever the logits, but sampling and training need finite ones;
+    a probe on three ops catches weights that overflow (finite, but huge).
+    """
+    n_features = len(node_feature_names(network.config.n_devices))
+    rng = np.random.default_rng(0)
+    probe = GraphFeatures(
+        rng.random((3, n_features), dtype=np.float32),
+        np.array([[0, 0, 1], [1, 2, 2]], dtype=np.int64),
+        rng.random((3, 2), dtype=np.float32),
+        np.arange(3, dtype=np.int64),
+    )
+    batch = make_batch([probe])
+    with torch.inference_mode():
+        finite = bool(torch.isfinite(network(batch)).all()) and bool(
+            torch.isfinite(network.baseline(batch)).all()
+        )
+    if not finite:
+        raise CheckpointError(f"{where}: the weights give non-finite outputs")
+
+
+def _same(saved: Any, current: Any) -> bool:
+    """Equal values of the same types (a tensor never compares equal to a number here)."""
+    if type(saved) is not type(current):
+        return False
+    if isinstance(current, list | tuple):
+        return len(saved) == len(current) and all(map(_same, saved, current))
+    return bool(saved == current)
+
+
+def _load_adam(optimizer: torch.optim.Adam, state: Any, step: int, clip: float, path: Path) -> None:
+    """Loads an Adam state of exactly this optimizer's groups and parameter shapes.
+
+    Hyper-parameters must equal the run's (a stored learning rate would silently override the
+    config's), the step count must be at most the run's, and the moments must be what clipped
+    gradients give: training clips the gradient's norm to `clip`, so the first moment (a moving
+    average of gradients) is within +-clip and the second within [0, clip**2]. Larger moments
+    would make the next update huge or infinite.
+    """
+    where = f"{path}: optimizer_state"
+    current = optimizer.state_dict()
+    data = _exact_fields(state, where, ["state", "param_groups"])
+    groups, expected = data["param_groups"], current["param_groups"]
+    if not (
+        isinstance(groups, list)
+        and len(groups) == len(expected)
+        and all(
+            isinstance(g, dict) and g.keys() == c.keys() and all(_same(g[k], c[k]) for k in c)
+            for g, c in zip(groups, expected, strict=True)
+        )
+    ):
+        raise CheckpointError(f"{where}: param_groups differ from the run's Adam settings")
+    parameters = [p for group in optimizer.param_groups for p in group["params"]]
+    moments = data["state"]
+    if not isinstance(moments, dict):
+        raise CheckpointError(f"{where}.state: must be a dict, got {describe(moments)}")
+    for index, entry in moments.items():
+        if (
+            not isinstance(index, int)
+            or isinstance(index, bool)
+            or not 0 <= index < len(parameters)
+        ):
+            raise CheckpointError(f"{where}.state: unknown parameter {describe(index)}")
+        entry_where = f"{where}.state[{index}]"
+        entry = _exact_fields(entry, entry_where, _ADAM_STATE)
+        like = parameters[index].detach()
+        counter = _check_tensor(
+            entry["step"], torch.zeros((), dtype=torch.float32), f"{entry_where}.step"
+        )
+        count = float(counter)
+        if count != int(count) or not 0 <= count <= step:
+            raise CheckpointError(f"{entry_where}.step: must be a whole number in [0, {step}]")
+        bound = clip * (1 + _ROUNDING)
+        first = _check_tensor(entry["exp_avg"], like, f"{entry_where}.exp_avg")
+        if bool((first.abs() > bound).any()):
+            raise CheckpointError(f"{entry_where}.exp_avg: must be within +-grad_clip ({clip:g})")
+        second = _check_tensor(entry["exp_avg_sq"], like, f"{entry_where}.exp_avg_sq")
+        if bool(((second < 0) | (second > bound * bound)).any()):
+            raise CheckpointError(
+                f"{entry_where}.exp_avg_sq: must be within [0, grad_clip**2] ({clip * clip:g})"
+            )
+    optimizer.load_state_dict(data)

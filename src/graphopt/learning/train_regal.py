@@ -21,6 +21,8 @@ import csv
 import json
 import math
 import time
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -30,15 +32,19 @@ import numpy as np
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
+from graphopt._messages import describe
 from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
 from graphopt.errors import GraphoptError
 from graphopt.ir.io import read_json
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import (
-    CheckpointError,
+    MAX_FEATURE_EVALUATIONS,
+    MAX_HIDDEN,
+    MAX_LEVELS,
+    MAX_ROUNDS,
     policy_record,
-    read_checkpoint,
+    read_run_checkpoint,
     save_checkpoint,
 )
 from graphopt.learning.features import FEATURE_EVALUATIONS
@@ -51,6 +57,7 @@ from graphopt.learning.policy import (
     sample_actions,
 )
 from graphopt.learning.rollouts import EnvSpec, Prepared, RolloutTask, make_rollouts
+from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
 from graphopt.solvers.regal import InnerSearch
 
@@ -174,8 +181,23 @@ class TrainConfig:
             self.inner  # noqa: B018 (built to validate the fields)
         except SolverError as error:
             raise TrainingError(f"bad inner search: {error}") from None
-        if self.workers < 0:
-            raise TrainingError(f"workers must be >= 0, got {self.workers}")
+        for name, low, high in (
+            ("workers", 0, 1024),
+            ("seed", 0, 2**63 - 1),
+            ("n_devices", 2, MAX_DEVICES),
+            ("hidden", 1, MAX_HIDDEN),
+            ("rounds", 0, MAX_ROUNDS),
+            ("levels", 2, MAX_LEVELS),
+            ("feature_evaluations", 1, MAX_FEATURE_EVALUATIONS),
+            ("validation_evaluations", 1, MAX_FEATURE_EVALUATIONS),
+        ):
+            if not low <= getattr(self, name) <= high:
+                raise TrainingError(f"{name} must be in [{low}, {high}], got {getattr(self, name)}")
+        for name in ("learning_rate", "adam_eps", "grad_clip"):
+            if not getattr(self, name) > 0:
+                raise TrainingError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not all(0 <= beta < 1 for beta in self.adam_betas):
+            raise TrainingError(f"adam_betas must be in [0, 1), got {list(self.adam_betas)}")
         if not self.feature_evaluations < self.train_evaluations <= self.validation_evaluations:
             raise TrainingError(
                 "evaluations must satisfy feature_evaluations < train_evaluations <= "
@@ -213,6 +235,13 @@ class TrainConfig:
                 f"unknown training config field(s): {', '.join(unknown)}; "
                 f"valid: {', '.join(sorted(known))}"
             )
+        hints = typing.get_type_hints(cls)
+        for name, value in data.items():
+            wanted = _config_type(hints[name], value)
+            if wanted is not None:
+                raise TrainingError(
+                    f"training config: {name} must be {wanted}, got {describe(value)}"
+                )
         if "adam_betas" in data:
             data = {**data, "adam_betas": tuple(data["adam_betas"])}
         try:
@@ -237,6 +266,33 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise TrainingError(f"{path}: a training config is a JSON object")
         return cls.from_dict(data)
+
+
+def _config_type(hint: Any, value: Any) -> str | None:
+    """None when `value` is of the field's type `hint`, else the type it must be, in words.
+
+    JSON gives lists for tuples and integers for floats; numbers must be finite.
+    """
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None and type(None) in options:
+        return None
+    kind = next(option for option in options if option is not type(None))
+    finite = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if kind is bool:
+        valid, wanted = isinstance(value, bool), "true or false"
+    elif kind is int:
+        valid, wanted = finite and isinstance(value, int), "an integer"
+    elif kind is float:
+        valid, wanted = finite, "a finite number"
+    elif kind is str:
+        valid, wanted = isinstance(value, str), "a string"
+    else:  # tuple[float, float]
+        valid = isinstance(value, list | tuple) and len(value) == 2
+        valid = valid and all(_config_type(float, item) is None for item in value)
+        wanted = "a list of two finite numbers"
+    if type(None) in options:
+        wanted += " or null"
+    return None if valid else wanted
 
 
 def resolve_dataset(spec: str, run_dir: Path) -> Path:
@@ -590,29 +646,21 @@ def _save_run(
 def _restore(
     path: Path, config: TrainConfig, network: RegalPolicy, optimizer: torch.optim.Optimizer
 ) -> RunState:
-    record = read_checkpoint(path)
-    saved = json.loads(record.get("train_config", "{}"))
+    run = read_run_checkpoint(path, LOG_COLUMNS)
     current = json.loads(json.dumps(asdict(config)))
     differs = sorted(
-        k for k in current if k not in ("steps", "workers") and saved.get(k) != current[k]
+        k
+        for k in current.keys() | run.train_config.keys()
+        if k not in ("steps", "workers") and run.train_config.get(k) != current.get(k)
     )
     if differs:
         raise TrainingError(
-            f"{path} was trained with another config ({', '.join(differs)} differ); resume "
+            f"{path} was trained with another config "
+            f"({', '.join(k if k in current else describe(k) for k in differs)} differ); resume "
             "with the same config (only steps and workers may change)"
         )
-    try:
-        network.load_state_dict(record["model_state"])
-        optimizer.load_state_dict(record["optimizer_state"])
-    except (KeyError, RuntimeError) as error:
-        raise CheckpointError(f"{path}: cannot restore the run ({error})") from None
-    return RunState(
-        record["step"],
-        record["best_validation"],
-        record["best_step"],
-        record["seconds"],
-        json.loads(record["history"]),
-    )
+    run.restore(network, optimizer)
+    return RunState(run.step, run.best_validation, run.best_step, run.seconds, run.history)
 
 
 def _log_scalars(board: SummaryWriter, row: dict[str, float]) -> None:
