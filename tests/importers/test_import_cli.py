@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +66,8 @@ def test_errors_are_one_line(tmp_path):
     cases = {
         ("missing.onnx",): "missing.onnx",
         ("graph.xyz",): "cannot tell the format",
-        ("no_such_module:f",): "cannot load the factory",
+        ("no_such_module:f",): "no module named 'no_such_module' in the current directory",
+        ("test_import_cli:small_mlp", "--train", "--method", "fx"): "cannot be used with --train",
         (str(FIXTURE), "--train"): "--train needs a PyTorch source",
         (
             str(FIXTURE),
@@ -82,18 +86,54 @@ def test_errors_are_one_line(tmp_path):
     assert result.exit_code == 2 and "profile names op 'nope'" in result.output
     profile.write_text(json.dumps({"matmul": -1}))
     result = invoke("import", FIXTURE, "-o", out, "--profile", profile)
-    assert result.exit_code == 2 and "op 'matmul': runtime must be a finite number" in result.output
+    assert result.exit_code == 2 and "op 'matmul'" in result.output
+    assert "must be a finite number" in result.output
+
+
+FAILING_EXPORT = """
+import torch
+from torch import nn
+
+
+class DataDependent(nn.Module):
+    def forward(self, x):
+        return x[x > 0].sum() if x.sum() > 0 else x
+
+
+def build():
+    return DataDependent(), (torch.randn(3),)
+"""
+
+
+def test_a_failing_export_prints_one_error_line_and_no_traceback(tmp_path):
+    # torch logs a warning and prints the partial graph before raising; only graphopt's line
+    # may reach the terminal. `-P` keeps the working directory off sys.path, as the `graphopt`
+    # script does: the importer itself must find the factory module there.
+    (tmp_path / "failing_export.py").write_text(FAILING_EXPORT)
+    env = {key: value for key, value in os.environ.items() if key != "TORCH_LOGS"}
+    command = [sys.executable, "-P", "-m", "graphopt", "import", "failing_export:build"]
+    command += ["-o", "g.json"]
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: torch.export failed for build: ")
+    assert not (tmp_path / "g.json").exists()
 
 
 def test_zoo_list_and_export(tmp_path):
     result = invoke("zoo", "list", "--json")
     assert result.exit_code == 0, result.output
-    names = {m["name"] for m in json.loads(result.stdout)["models"]}
-    assert {"resnet18", "gpt2", "lstm-lm-unrolled-512", "vit-tiny"} <= names
+    listing = {m["name"]: m for m in json.loads(result.stdout)["models"]}
+    assert {"resnet18", "gpt2", "lstm-lm-unrolled-512", "vit-tiny"} <= set(listing)
+    assert listing["lstm-lm-unrolled-512"]["sizes"]["train"]["ops"] > 40_000
     out = tmp_path / "g.npz"
     result = invoke("zoo", "export", "resnet-tiny", "--train", "-o", out, "--device", "v100")
     assert result.exit_code == 0, result.output
     graph = read_graph(out)
+    assert listing["resnet-tiny"]["sizes"]["train"]["ops"] == graph.n_ops
     assert graph.name == "resnet-tiny-train" and graph.attrs["runtime_source"] == "roofline:v100"
     result = invoke("zoo", "export", "resnet-9000", "-o", out)
     assert result.exit_code == 2 and "unknown zoo model 'resnet-9000' (known: " in result.output

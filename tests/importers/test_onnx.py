@@ -443,6 +443,48 @@ def test_unsorted_nodes_name_the_missing_input():
 
 
 @pytest.mark.parametrize(
+    ("equation", "fragment"),
+    [
+        ("ij,jk,kl->il", "equation 'ij,jk,kl->il' has 3 operands for 2 inputs"),
+        ("ijk,jk->ik", "operand 'ijk' of 'ijk,jk->ik' does not fit a rank-2 input"),
+        (None, "equation '' has 1 operands for 2 inputs"),
+    ],
+)
+def test_malformed_einsum_names_the_node_and_the_equation(equation, fragment):
+    attrs = {} if equation is None else {"equation": equation}
+    node = helper.make_node("Einsum", ["a", "b"], ["y"], name="mix", **attrs)
+    model = _model([node], [_value("a", [2, 3]), _value("b", [3, 4])], [_value("y", [2, 4])])
+    _assert_import_error(model, "node 'mix' (Einsum)", fragment)
+
+
+def test_alias_op_without_a_data_input_names_the_node():
+    model = _model(
+        [helper.make_node("Identity", [""], ["y"], name="orphan")], [], [_value("y", [3])]
+    )
+    _assert_import_error(model, "node 'orphan' (Identity)", "has no data input")
+
+
+def test_shape_inference_crash_is_an_import_error():
+    # ONNX's C++ shape inference fails with std::length_error (ValueError) on a bodiless Loop.
+    model = _model([helper.make_node("Loop", [], ["y"], name="loop")], [], [_value("y", [1])])
+    _assert_import_error(model, "model: shape inference failed")
+
+
+@pytest.mark.parametrize(
+    ("op_type", "inputs", "attrs", "opset", "flops"),
+    [
+        # No input features: 5 x 1 rows still run the recurrence, 2*4*4*4 + (4+5)*4 per row.
+        ("LSTM", {"x": [5, 1, 0], "w": [1, 16, 0], "r": [1, 16, 4]}, {"hidden_size": 4}, 14, 820),
+        # Empty head dim: only the softmax over the 3 x 3 scores of 2 heads is left.
+        ("Attention", {"q": [1, 2, 3, 0], "k": [1, 2, 3, 0], "v": [1, 2, 3, 0]}, {}, 23, 90),
+    ],
+)
+def test_zero_sized_dims_count_flops_without_dividing_by_zero(op_type, inputs, attrs, opset, flops):
+    graph = _single_op(op_type, inputs, opset=opset, **attrs)
+    assert _attrs(graph, "op")["flops"] == flops
+
+
+@pytest.mark.parametrize(
     ("file_name", "content", "fragment"),
     [
         ("bad.onnx", b"hello, not a model", "not an ONNX model"),

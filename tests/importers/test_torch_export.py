@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 from graphopt.costmodels.roofline import DEVICE_SPECS, annotate_runtimes
 from graphopt.costmodels.score import score
 from graphopt.errors import ModelImportError
-from graphopt.importers.torch_export import import_module, import_training_step
+from graphopt.importers.torch_export import _quiet_torch, import_module, import_training_step
 from graphopt.ir.solution import topological_schedule
 
 REGISTRY_TYPES = {
@@ -153,17 +156,57 @@ def test_training_step_has_backward_and_update_and_scores():
     assert not module.training
 
 
-def test_export_failure_names_the_reason_and_a_hint():
-    class DataDependent(nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if x.sum() > 0:
-                return x * 2
-            return x
+class DataDependent(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x
 
-    with pytest.raises(ModelImportError, match=r"torch.export failed for DataDependent: .*hint"):
-        import_module(DataDependent(), (torch.randn(3),))
-    with pytest.raises(ModelImportError, match=r"symbolic_trace failed for DataDependent"):
-        import_module(DataDependent(), (torch.randn(3),), method="fx")
+
+class WrongWidth(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(5, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+@pytest.mark.parametrize(
+    ("module", "options", "pattern"),
+    [
+        (DataDependent(), {}, r"torch.export failed for DataDependent: .*\(hint: try method=fx\)"),
+        (DataDependent(), {"strict": True}, r"failed for DataDependent: .*hint: try strict=False"),
+        (DataDependent(), {"method": "fx"}, r"symbolic_trace failed for DataDependent"),
+        (
+            WrongWidth(),
+            {"method": "fx"},
+            r"shape propagation failed for WrongWidth at op 'fc': RuntimeError: a and b must",
+        ),
+    ],
+)
+def test_export_failure_is_one_line_and_torch_prints_nothing(capsys, module, options, pattern):
+    # torch prints the partial graph, ShapeProp a traceback, the loggers more: all silenced.
+    with pytest.raises(ModelImportError, match=pattern) as error:
+        import_module(module, (torch.randn(3, 4),), **options)
+    assert "\n" not in str(error.value)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_quiet_torch_silences_torch_logs_and_warnings_then_restores_them(monkeypatch):
+    monkeypatch.delenv("TORCH_LOGS", raising=False)
+    shapes = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    levels = {name: logging.getLogger(name).level for name in ("torch", shapes.name)}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        with _quiet_torch():
+            assert not shapes.isEnabledFor(logging.CRITICAL)
+            assert not logging.getLogger("torch._dynamo").isEnabledFor(logging.ERROR)
+            warnings.warn("noise", UserWarning, stacklevel=1)
+        assert caught == [] and warnings.filters == filters
+    assert {name: logging.getLogger(name).level for name in levels} == levels
+    assert shapes.isEnabledFor(logging.WARNING)
 
 
 def test_non_tensor_outputs_are_reported_by_op():
@@ -175,3 +218,33 @@ def test_non_tensor_outputs_are_reported_by_op():
         ModelImportError, match=r"tensor .nonzero:0.: shape .* is dynamic or data-dependent"
     ):
         import_module(Nonzero(), (torch.randn(5),))
+
+
+def test_training_step_of_a_module_without_submodules_and_a_dict_output():
+    class DictOutput(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(4, 2))
+
+        def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+            return {"logits": x @ self.weight, "features": x}
+
+    for module in (nn.Linear(4, 2), DictOutput()):
+        graph = import_training_step(module, (torch.randn(3, 4),))
+        assert "aten.sub" in graph.op_types  # the SGD update of the parameters
+        assert single_device_peak(graph) <= graph.total_tensor_size
+
+
+def test_training_step_without_parameters_is_refused():
+    with pytest.raises(ModelImportError, match="Identity-train: the module has no trainable"):
+        import_training_step(nn.Identity(), (torch.randn(3),))
+
+
+def test_control_flow_is_refused_in_one_line():
+    class Branches(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cond(x.sum() > 0, lambda y: y * 2, lambda y: y - 1, (x,))
+
+    with pytest.raises(ModelImportError, match="subgraph of a control-flow op") as error:
+        import_module(Branches(), (torch.randn(3),))
+    assert "\n" not in str(error.value)

@@ -157,7 +157,7 @@ def _attention(
     """
     query, key_length, out = inputs[0], inputs[1][-2], outputs[0]
     heads = _attr(node, "q_num_heads", 1) if len(query) == 3 else 1
-    scores = _elements(query) // query[-1] * heads * key_length
+    scores = math.prod(query[:-1]) * heads * key_length
     return 2 * key_length * (_elements(query) + _elements(out)) + 5 * scores
 
 
@@ -182,7 +182,7 @@ def _recurrent(gates: int, cell: int) -> FlopFormula:
             per_row += 2 * gates * hidden
         if gates == 4 and _present(inputs, 7):
             per_row += 6 * hidden
-        return directions * (_elements(x) // width) * per_row
+        return directions * math.prod(x[:-1]) * per_row
 
     return flops
 
@@ -198,13 +198,22 @@ def _einsum(
     """
     equation = _attr(node, "equation", b"").decode().replace(" ", "")
     left, arrow, right = equation.partition("->")
+    operands = left.split(",")
+    if len(operands) != len(inputs):
+        raise ValueError(
+            f"equation '{equation}' has {len(operands)} operands for {len(inputs)} inputs"
+        )
     sizes: dict[str, int] = {}
     terms = []
-    for term, shape in zip(left.split(","), inputs, strict=True):
+    for term, shape in zip(operands, inputs, strict=True):
         named = term.replace("...", "")
         # Broadcast (...) dims, right-aligned across operands, get letters of their own.
         broadcast = [chr(0x100 + k) for k in reversed(range(len(shape) - len(named)))]
         letters = term.replace("...", "".join(broadcast)) if "..." in term else term
+        if len(letters) != len(shape):
+            raise ValueError(
+                f"operand '{term}' of '{equation}' does not fit a rank-{len(shape)} input"
+            )
         for letter, size in zip(letters, shape, strict=True):
             sizes[letter] = max(sizes.get(letter, 1), size)
         terms.append(set(letters))
@@ -342,12 +351,13 @@ def _count_flops(
     """FLOPs of `node` (type `op_type`, domain-prefixed outside the default domain).
 
     Raises:
-        ModelImportError: when the shapes do not fit the op's formula (a malformed model).
+        ModelImportError: when the shapes or attributes do not fit the op's formula (a malformed
+            model: a missing input shape, a wrong rank, an attribute of the wrong type).
     """
     formula = FLOP_FORMULAS.get(op_type, _output_elements)
     try:
         return int(formula(node, inputs, outputs))
-    except (IndexError, TypeError) as error:
+    except (IndexError, TypeError, ValueError, AttributeError) as error:
         raise ModelImportError(
             f"{label}: input shapes {list(inputs)} do not fit the {op_type} FLOP formula ({error})"
         ) from None
@@ -384,7 +394,7 @@ def import_onnx(
         raise ModelImportError(f"{where}: not an ONNX model (it has no graph)")
     try:
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
+    except _INFERENCE_ERRORS as error:
         raise ModelImportError(f"{where}: shape inference failed ({_one_line(error)})") from None
     opsets = [entry.version for entry in model.opset_import if entry.domain in DEFAULT_DOMAINS]
     attrs: dict[str, Any] = {"source": "onnx", "producer_name": model.producer_name}
@@ -404,6 +414,16 @@ _PARSE_ERRORS = (
     text_format.ParseError,
     onnx.parser.ParseError,
     UnicodeDecodeError,
+)
+
+
+# What shape inference raises for a malformed model: its own errors, and C++ exceptions that
+# surface as ValueError (`vector::reserve` for a Loop node without its body) or RuntimeError.
+_INFERENCE_ERRORS = (
+    onnx.shape_inference.InferenceError,
+    onnx.checker.ValidationError,
+    ValueError,
+    RuntimeError,
 )
 
 
@@ -542,9 +562,11 @@ class _GraphReader:
 
     def _add_alias(self, node: NodeProto, label: str) -> None:
         """Merges the node's output into its data input: consumers read the input's tensor."""
-        output = node.output[0]
+        output = node.output[0] if node.output else ""
         if not output:
             return
+        if not (node.input and node.input[0]):
+            raise ModelImportError(f"{label}: has no data input (input 0 is missing)")
         self.shape_of[output] = self._value_type(output, label)[0]
         self.tensor_of[output] = self.tensor_of[node.input[0]]
 

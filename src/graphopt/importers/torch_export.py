@@ -26,15 +26,22 @@ outputs. Runtimes are the roofline estimate of `graphopt.costmodels.roofline` fo
 
 Modules that `torch.export` rejects can use `method="fx"`: `torch.fx.symbolic_trace` with
 `ShapeProp` on fake tensors, one op per traced call.
+
+Whatever torch prints, warns or logs while it traces is silenced (`_quiet_torch`): a failure is
+one `ModelImportError` line with the tracer's reason, never torch's traceback or graph dump.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import io
+import logging
 import math
 import operator
+import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -45,6 +52,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
+from graphopt._messages import raised
 from graphopt.costmodels.roofline import DEFAULT_DEVICE, DeviceSpec, annotate_runtimes
 from graphopt.errors import ModelImportError
 from graphopt.importers.builder import GraphBuilder
@@ -53,6 +61,8 @@ from graphopt.ir.graph import Graph
 Loss = Callable[[Any, tuple[torch.Tensor, ...]], torch.Tensor]
 
 _DROPPED = ("_assert", "sym_constrain_range", "_functional_assert")
+_QUIET_LEVEL = logging.CRITICAL + 1
+"""Above every level torch logs at: what `_quiet_torch` sets its loggers to."""
 _SOFTMAX_AND_NORMS = (
     "_softmax",
     "_log_softmax",
@@ -129,14 +139,15 @@ def import_module(
     inputs = tuple(example_inputs)
     name = name or type(module).__name__
     if method == "fx":
-        builder = _trace_fx(module, inputs, name)
+        with _quiet_torch():
+            builder = _trace_fx(module, inputs, name)
     elif method == "export":
         try:
             with torch.no_grad(), _quiet_torch():
                 program = torch.export.export(module, inputs, strict=strict).run_decompositions()
         except Exception as error:  # the exporter raises many unrelated types
             raise ModelImportError(
-                f"torch.export failed for {name}: {_first_line(error)} "
+                f"torch.export failed for {name}: {raised(error)} "
                 f"(hint: try {'strict=False' if strict else 'method=fx'})"
             ) from None
         kinds = {
@@ -164,7 +175,8 @@ def import_training_step(
     Args:
         module: the model; traced in train mode (restored to eval afterwards).
         example_inputs: positional tensors with static shapes.
-        loss: scalar loss from (output, inputs); default the mean of the (first) output.
+        loss: scalar loss from (output, inputs); default the mean of the output (of its first
+            item when it is a tuple, list or dict).
         learning_rate: step size of the update `p - lr * grad` (no optimizer state).
         name: graph name (default: "<class name>-train").
         device: roofline device spec for the runtimes.
@@ -178,6 +190,11 @@ def import_training_step(
     params = dict(module.named_parameters())
     buffers = dict(module.named_buffers())
     trainable = [key for key, value in params.items() if value.requires_grad]
+    if not trainable:
+        raise ModelImportError(
+            f"{name}: the module has no trainable parameters, so a training step would update "
+            "nothing (hint: import the inference graph)"
+        )
 
     def step(
         params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], *inputs: torch.Tensor
@@ -199,7 +216,7 @@ def import_training_step(
             )(params, buffers, *inputs)
     except Exception as error:  # the tracer raises many unrelated types
         raise ModelImportError(
-            f"tracing the training step of {name} failed: {_first_line(error)} "
+            f"tracing the training step of {name} failed: {raised(error)} "
             "(hint: import the inference graph, or simplify the loss)"
         ) from None
     finally:
@@ -218,10 +235,45 @@ def import_training_step(
 
 @contextlib.contextmanager
 def _quiet_torch() -> Iterator[None]:
-    """Hides a deprecation notice about torch's own pytree internals (nothing users can act on)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-        yield
+    """Silences what torch prints, warns and logs while it traces a module.
+
+    Before raising, a failed export or trace prints the partial graph or a traceback and logs
+    from deep inside torch (torch._dynamo, torch.export, fx passes, fake tensors, symbolic
+    shapes); successful ones warn about torch's own internals. The importer reports a failure
+    itself in one line, which that output would bury. So, for the duration only: `sys.stdout`
+    and `sys.stderr` go to a discarded buffer (what the traced code prints is lost too), every
+    warning is ignored, and every `torch` logger (each has its own stderr handler and does not
+    propagate) is raised above CRITICAL. Logging is left alone when `TORCH_LOGS` is set: whoever
+    set it asked for torch's logs.
+    """
+    loggers = [] if "TORCH_LOGS" in os.environ else _torch_loggers()
+    levels = [logger.level for logger in loggers]
+    discarded = io.StringIO()
+    with (
+        warnings.catch_warnings(),
+        contextlib.redirect_stdout(discarded),
+        contextlib.redirect_stderr(discarded),
+    ):
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(_QUIET_LEVEL)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels, strict=True):
+                logger.setLevel(level)
+
+
+def _torch_loggers() -> list[logging.Logger]:
+    """The `torch` logger and those below it with a level of their own (the rest inherit it)."""
+    below = [
+        logger
+        for key, logger in list(logging.Logger.manager.loggerDict.items())
+        if key.startswith("torch.")
+        and isinstance(logger, logging.Logger)
+        and logger.level != logging.NOTSET
+    ]
+    return [logging.getLogger("torch"), *below]
 
 
 @contextlib.contextmanager
@@ -264,6 +316,8 @@ def _recording_module_spans(
 
 def _attach_module_paths(graph: FxGraph, spans: list[tuple[int, str | None]]) -> None:
     """Sets each forward node's innermost module path from the recorded spans, as export does."""
+    if not spans:  # a module without submodules: no op belongs to one
+        return
     nodes = list(graph.nodes)
     stack: list[str] = []
     for (start, path), (end, _) in zip(spans, [*spans[1:], (len(nodes), None)], strict=True):
@@ -276,13 +330,11 @@ def _attach_module_paths(graph: FxGraph, spans: list[tuple[int, str | None]]) ->
 
 
 def _mean_of_output(output: Any, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """The default loss: the mean of the output, or of its first item (tuple, list or dict)."""
+    if isinstance(output, Mapping):
+        output = list(output.values())
     first = output[0] if isinstance(output, list | tuple) else output
     return first.float().mean()
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def _convert(
@@ -299,9 +351,7 @@ def _convert(
             target = node.target
             if target is operator.getitem:
                 values[node] = _Value([values[node.args[0]].outputs[node.args[1]]])
-            elif any(part in str(target) for part in _DROPPED):
-                continue
-            else:
+            elif not _is_dropped(target):
                 values[node] = _call(builder, node, values)
         elif node.op != "output":
             raise ModelImportError(f"op '{node.name}': unsupported fx node kind '{node.op}'")
@@ -309,6 +359,11 @@ def _convert(
 
 
 def _source(builder: GraphBuilder, node: Node, kind: str, label: str) -> _Value:
+    if node.op == "get_attr" and "val" not in node.meta:
+        raise ModelImportError(
+            f"op '{node.name}': a subgraph of a control-flow op (torch.cond, while_loop, ...); "
+            "only straight-line programs can be imported"
+        )
     value = _fake_value(node)
     if not isinstance(value, torch.Tensor):
         raise ModelImportError(
@@ -361,16 +416,43 @@ def _call(builder: GraphBuilder, node: Node, values: dict[Node, _Value]) -> _Val
     return _Value(outputs)
 
 
-def _aliased_argument(node: Node) -> tuple[Node, bool] | None:
-    """(input node, written in place) when the op's schema returns an alias of an input."""
-    schema = getattr(node.target, "_schema", None)
+@functools.cache
+def _is_dropped(target: Any) -> bool:
+    """Whether call nodes of `target` are runtime checks (`_assert_*` and the like), not ops.
+
+    This and the other per-target facts below are cached: a graph calls the same few dozen
+    targets thousands of times, and their names and schemas never change.
+    """
+    text = str(target)
+    return any(part in text for part in _DROPPED)
+
+
+@functools.cache
+def _alias_candidates(target: Any) -> tuple[bool, tuple[tuple[int, str], ...]] | None:
+    """(written in place, (position, name) of each argument the result may alias), or None.
+
+    None when the op's schema does not return an alias of an input (or it has no schema).
+    """
+    schema = getattr(target, "_schema", None)
     if schema is None or not schema.returns or schema.returns[0].alias_info is None:
         return None
     write = schema.returns[0].alias_info.is_write
-    for position, argument in enumerate(schema.arguments):
-        if argument.alias_info is None or argument.alias_info.is_write != write:
-            continue
-        value = node.args[position] if position < len(node.args) else node.kwargs.get(argument.name)
+    arguments = tuple(
+        (position, argument.name)
+        for position, argument in enumerate(schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write == write
+    )
+    return write, arguments
+
+
+def _aliased_argument(node: Node) -> tuple[Node, bool] | None:
+    """(input node, written in place) when the op's schema returns an alias of an input."""
+    candidates = _alias_candidates(node.target)
+    if candidates is None:
+        return None
+    write, arguments = candidates
+    for position, name in arguments:
+        value = node.args[position] if position < len(node.args) else node.kwargs.get(name)
         if isinstance(value, Node):
             return value, write
     return None
@@ -406,17 +488,11 @@ def _fake_arguments(node: Node) -> tuple[Any, Any]:
 def _op_attrs(node: Node, results: list[Any]) -> dict[str, Any]:
     """Type, module path, dtype, FLOPs and bytes accessed of one call node."""
     outputs = [r for r in results if isinstance(r, torch.Tensor)]
-    packet = getattr(node.target, "overloadpacket", None)
-    op_type = (
-        str(packet._qualified_op_name).replace("::", ".")
-        if packet is not None
-        else getattr(node.target, "__name__", str(node.target))
-    )
     out = results[0] if len(results) == 1 else tuple(results)
     stack = node.meta.get("nn_module_stack")
     module = list(stack.values())[-1][0] if stack else None
     return {
-        "type": op_type,
+        "type": _op_type(node.target),
         "module": module,
         "dtype": _dtype_name(outputs[0].dtype) if outputs else None,
         "flops": float(_flops(node.target, *_fake_arguments(node), out)),
@@ -424,21 +500,41 @@ def _op_attrs(node: Node, results: list[Any]) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _op_type(target: Any) -> str:
+    """The op's `type` attribute: "aten.add" for ATen overloads, the callable's name otherwise."""
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return str(packet._qualified_op_name).replace("::", ".")
+    return getattr(target, "__name__", str(target))
+
+
+@functools.cache
+def _fallback_rule(func: Any) -> str:
+    """The rule for an op torch has no FLOP formula for: "pointwise", "norm", "reduction", ""."""
+    if torch.Tag.pointwise in getattr(func, "tags", ()):
+        return "pointwise"
+    short = getattr(getattr(func, "overloadpacket", None), "__name__", "").split(".")[-1]
+    if short in _SOFTMAX_AND_NORMS:
+        return "norm"
+    return "reduction" if short in _REDUCTIONS else ""
+
+
 def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
     """The FLOP formula of torch for an ATen op where it has one; otherwise the fallback rules."""
     packet = getattr(func, "overloadpacket", None)
     if packet is not None and packet in flop_registry:
         return int(flop_registry[packet](*args, **kwargs, out_val=out))
-    outputs = list(out) if isinstance(out, list | tuple) else [out]
-    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    short = getattr(packet, "__name__", "").split(".")[-1]
-    if torch.Tag.pointwise in getattr(func, "tags", ()):
+    rule = _fallback_rule(func)
+    if rule == "pointwise":
+        outputs = out if isinstance(out, list | tuple) else [out]
         return sum(t.numel() for t in outputs if isinstance(t, torch.Tensor))
-    if first is not None and short in _SOFTMAX_AND_NORMS:
-        return 5 * first.numel()
-    if first is not None and short in _REDUCTIONS:
-        return first.numel()
-    return 0
+    if not rule:
+        return 0
+    first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+    if first is None:
+        return 0
+    return 5 * first.numel() if rule == "norm" else first.numel()
 
 
 class _FlopCounter(TorchDispatchMode):
@@ -464,17 +560,24 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
         traced = torch.fx.symbolic_trace(module)
     except Exception as error:  # symbolic tracing raises many unrelated types
         raise ModelImportError(
-            f"torch.fx.symbolic_trace failed for {name}: {_first_line(error)} "
-            "(hint: try method=export)"
+            f"torch.fx.symbolic_trace failed for {name}: {raised(error)} (hint: try method=export)"
         ) from None
     flops: dict[Node, int] = {}
+    failures: list[tuple[Node, BaseException]] = []
 
     class CountingShapeProp(ShapeProp):
         """ShapeProp that also counts each node's FLOPs by the rules of `_flops`."""
 
         def run_node(self, n: Node) -> Any:
-            with _FlopCounter() as counter:
-                result = super().run_node(n)
+            try:
+                with _FlopCounter() as counter:
+                    result = super().run_node(n)
+            except Exception as error:
+                # ShapeProp wraps the op's own error in one that spells out the node and its
+                # meta, and the interpreter appends pages to whatever passes through it: the
+                # op and the original error are kept here for a one-line message.
+                failures.append((n, error.__cause__ or error))
+                raise
             flops[n] = counter.total
             n.meta["val"] = result
             return result
@@ -484,8 +587,10 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
         with torch.no_grad():
             CountingShapeProp(traced, fake_mode=mode).propagate(*inputs)
     except Exception as error:  # shape propagation runs arbitrary module code
+        where = f" at op '{failures[0][0].name}'" if failures else ""
+        reason = failures[0][1] if failures else error
         raise ModelImportError(
-            f"shape propagation failed for {name}: {_first_line(error)}"
+            f"shape propagation failed for {name}{where}: {raised(reason)}"
         ) from None
 
     builder = GraphBuilder(name, {"source": "torch.fx"})

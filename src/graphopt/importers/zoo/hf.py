@@ -23,7 +23,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
-import transformers
 from torch import nn
 
 from graphopt.importers.zoo._base import (
@@ -36,7 +35,20 @@ from graphopt.importers.zoo._base import (
 )
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from transformers import PretrainedConfig, PreTrainedModel
+
+
+def _transformers() -> ModuleType:
+    """The `transformers` package, imported on first use.
+
+    Importing it takes one to two seconds, which listing the zoo or building any of its other
+    models would pay for nothing.
+    """
+    import transformers
+
+    return transformers
 
 
 class LogitsOnly(nn.Module):
@@ -68,7 +80,7 @@ def _build(
     lazily, and the registry should not pay seconds of imports for models it does not build.
     """
     torch.manual_seed(seed)
-    model = getattr(transformers, model_cls)(config())
+    model = getattr(_transformers(), model_cls)(config())
     named = inputs()
     return LogitsOnly(model, tuple(named)).eval(), tuple(named.values())
 
@@ -101,7 +113,7 @@ def _gpt2(
         f"GPT-2 LM, {layers} layers, {heads} heads, d={width}, vocab {vocab}, "
         f"{_attention(sdpa)} attention, input 1x{seq} tokens",
         "GPT2LMHeadModel",
-        lambda: transformers.GPT2Config(
+        lambda: _transformers().GPT2Config(
             n_layer=layers,
             n_embd=width,
             n_head=heads,
@@ -128,7 +140,7 @@ def _bert(name: str, layers: int, width: int, heads: int, vocab: int, seq: int) 
         f"BERT masked LM, {layers} layers, {heads} heads, d={width}, vocab {vocab}, "
         f"input 1x{seq} tokens",
         "BertForMaskedLM",
-        lambda: transformers.BertConfig(
+        lambda: _transformers().BertConfig(
             num_hidden_layers=layers,
             hidden_size=width,
             num_attention_heads=heads,
@@ -152,7 +164,7 @@ def _t5(name: str, layers: int, width: int, heads: int, ff: int, vocab: int, seq
         f"T5, {layers}+{layers} layers, {heads} heads, d={width}, ff {ff}, vocab {vocab}, "
         f"inputs 1x{seq} source + 1x{seq} target tokens",
         "T5ForConditionalGeneration",
-        lambda: transformers.T5Config(
+        lambda: _transformers().T5Config(
             num_layers=layers,
             d_model=width,
             d_kv=width // heads,
@@ -186,7 +198,7 @@ def _llama(
         f"Llama LM, {layers} layers, {heads} heads ({kv_heads} kv), d={width}, ff {ff}, "
         f"vocab {vocab}, {_attention(sdpa)} attention, input 1x{seq} tokens",
         "LlamaForCausalLM",
-        lambda: transformers.LlamaConfig(
+        lambda: _transformers().LlamaConfig(
             num_hidden_layers=layers,
             hidden_size=width,
             num_attention_heads=heads,
@@ -213,7 +225,7 @@ def _vit(
         f"ViT classifier, {layers} layers, {heads} heads, d={width}, patch {patch}, "
         f"{classes} classes, input 1x3x{image}x{image}",
         "ViTForImageClassification",
-        lambda: transformers.ViTConfig(
+        lambda: _transformers().ViTConfig(
             num_hidden_layers=layers,
             hidden_size=width,
             num_attention_heads=heads,
