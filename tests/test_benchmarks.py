@@ -244,3 +244,33 @@ def test_regal_headroom(dataset_dir: Path, tmp_path: Path) -> None:
     for key in ("features", "runs"):
         assert 0 <= summary[f"{key}_priority_agreement"] <= 1
         assert 0 <= summary[f"{key}_device_agreement"] <= 1
+
+
+def test_bench_cli(tmp_path: Path) -> None:
+    out = tmp_path / "cli.json"
+    run_script("bench_cli.py", "--repeats", "1", "--ops", "20", "--json", out)
+    results = json.loads(out.read_text())
+    assert results["ops"] == 20 and results["repeats"] == 1
+    assert set(results["warm"]) == {"help", "version", "info", "score", "optimize"}
+    for row in results["warm"].values():
+        assert row["exit_status"] == 0 and len(row["samples"]) == 1
+        assert_positive(row, ["median_seconds", "min_seconds", "median_cpu_seconds"])
+    assert "cold" not in results
+
+
+@pytest.mark.slow
+def test_bench_cli_cold(tmp_path: Path) -> None:
+    # A fresh numba cache: the warm-up compiles every kernel (minutes on 2 cores).
+    out = tmp_path / "cli.json"
+    run_script("bench_cli.py", "--repeats", "1", "--ops", "20", "--cold", "--json", out)
+    cold = json.loads(out.read_text())["cold"]
+    assert cold["warmup_exit_status"] == 0
+    assert cold["first_optimize_new_cache_files"] == 0
+    assert_positive(
+        cold,
+        [
+            f"{k}_{u}"
+            for k in ("warmup", "first_optimize", "second_optimize")
+            for u in ("seconds", "cpu_seconds")
+        ],
+    )

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+import graphopt
 from builders import solution, tiny
-from graphopt.cli import app, parse_bytes
+from graphopt import warmup
+from graphopt.cli import app, parse_bytes, run
 from graphopt.errors import MachineError
 from graphopt.ir.io import solution_to_json, write_graph
 
@@ -179,3 +185,176 @@ def test_parse_bytes() -> None:
     assert parse_bytes("512 MB") == 512 * 10**6
     with pytest.raises(MachineError):
         parse_bytes("1.5B")
+
+
+ROOT = Path(__file__).parents[1]
+HEAVY = ("numpy", "numba", "torch", "graphopt.api", "graphopt.solvers", "graphopt.costmodels.score")
+"""Modules that `--help` and `--version` must not import (with their submodules)."""
+
+
+def test_version_option() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"graphopt {graphopt.__version__}\n"
+
+
+def test_version_has_one_source() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"]
+    assert "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "graphopt.__version__"}
+    # The installed metadata was built from it (make reinstalls when __init__.py changes).
+    assert importlib.metadata.version("graphopt") == graphopt.__version__
+
+
+def imported_modules(*args: str) -> set[str]:
+    """Every module `python -m graphopt ARGS` imports, from `-X importtime`'s report."""
+    completed = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "graphopt", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    lines = [line for line in completed.stderr.splitlines() if line.startswith("import time:")]
+    return {line.rsplit("|", 1)[1].strip() for line in lines[1:]}
+
+
+@pytest.mark.parametrize(
+    "args", [["--help"], ["--version"], ["optimize", "--help"], ["warmup", "--help"]]
+)
+def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
+    modules = imported_modules(*args)
+    assert "graphopt.cli" in modules
+    heavy = {m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY)}
+    assert not heavy
+
+
+def test_package_resolves_the_api_on_first_use() -> None:
+    # In a fresh interpreter: this one imported graphopt.api long ago.
+    code = """
+import sys
+import graphopt
+assert not {"numpy", "numba", "graphopt.api"} & set(sys.modules), "import graphopt is not lazy"
+import graphopt.optimize  # the submodule that shares the API function's name, imported first
+from graphopt import api, errors
+assert graphopt.optimize is api.optimize
+namespace = {}
+exec("from graphopt import *", namespace)
+errors_ = ["GraphError", "GraphoptError", "MachineError", "SolutionError"]
+assert sorted(graphopt.__all__) == sorted([*api.__all__, *errors_])
+assert all(namespace[name] is getattr(api, name) for name in api.__all__)
+assert all(namespace[name] is getattr(errors, name) for name in errors_)
+"""
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+
+
+def test_warmup_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command's plumbing on four cheap solvers, in this process; the real warm-up, in a
+    # fresh cache, is test_warmup_compiles_everything_the_commands_need (slow).
+    monkeypatch.setattr(warmup, "SHARED", ("critical-path",))
+    monkeypatch.setattr(warmup, "PARALLEL", {"one": ("xla-list",), "other": ("heft",)})
+    monkeypatch.setattr(warmup, "LAST", ("xla-dfs",))
+    result = runner.invoke(app, ["warmup", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("warmup: ") and "solves" in result.stdout
+    assert len(result.stderr.splitlines()) == 4  # one progress line per part
+
+
+def nbc_files(folder: Path) -> set[Path]:
+    return set(folder.rglob("*.nbc"))
+
+
+@pytest.mark.slow
+def test_warmup_compiles_everything_the_commands_need(tmp_path: Path) -> None:
+    cache = tmp_path / "numba-cache"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+
+    def graphopt_command(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        completed = subprocess.run(
+            [sys.executable, "-m", "graphopt", *map(str, args)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert completed.returncode == 0, completed.stderr
+        return completed
+
+    warmed = graphopt_command("warmup")
+    assert "warning" not in warmed.stderr  # warmup.PARALLEL's groups share no kernel
+    compiled = nbc_files(cache)
+    assert compiled
+    graph, solution_path = tmp_path / "g.json", tmp_path / "s.json"
+    graphopt_command("generate", "layered", "-n", "200", "-o", graph)
+    graphopt_command("info", graph)
+    graphopt_command("optimize", graph, "-o", solution_path)
+    graphopt_command("score", graph, solution_path)
+    for solver in ("regal", "gas", "idrs"):  # left out of the warm-up: nothing of their own
+        graphopt_command(
+            "optimize", graph, "--devices", "2", "--solver", solver, "-o", solution_path
+        )
+    assert nbc_files(cache) == compiled
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["optimize"], "Missing argument 'GRAPH'"),
+        (["optimize", "g.json", "-o", "s.json", "--seed", "-1"], "'--seed'"),
+        (["optimize", "g.json", "-o", "s.json", "--seed", "x"], "'--seed'"),
+        (["bench", "tiny-20", "--seeds", "0"], "'--seeds'"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+        (["info", "--frob", "g.json"], "No such option: --frob"),
+    ],
+)
+def test_usage_errors_are_one_line_and_exit_2(capsys, args, message) -> None:
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
+
+
+def test_internal_errors_are_one_line_exit_70_and_traceback_under_debug(
+    files, capsys, monkeypatch
+) -> None:
+    graph_path, _, _ = files
+
+    def broken(path):
+        raise RuntimeError("line one\nline two")
+
+    monkeypatch.setattr("graphopt.ir.io.read_graph", broken)
+    assert run(["info", str(graph_path)]) == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("error: internal error, a bug in graphopt: RuntimeError: line one\\nline")
+    assert "--debug" in err
+    with pytest.raises(RuntimeError, match="line one"):
+        run(["--debug", "info", str(graph_path)])
+
+
+def test_names_with_line_breaks_stay_on_one_line(tmp_path, capsys) -> None:
+    path = tmp_path / "g.json"
+    document = {
+        "format": "graphopt.graph/1",
+        "ops": [{"name": "a\nb"}, {"name": "a\nb"}],
+        "tensors": [],
+    }
+    path.write_text(json.dumps(document))
+    assert run(["info", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {path}: op 'a\\nb': name is not unique\n"
+
+
+def test_a_search_without_any_solution_exits_4(files, tmp_path, capsys, monkeypatch) -> None:
+    graph_path, _, _ = files
+    monkeypatch.setattr(
+        "graphopt.solvers.list_scheduling.HeftScheduler.run", lambda *args, **kwargs: None
+    )
+    output = tmp_path / "s.json"
+    args = ["optimize", str(graph_path), "-o", str(output), "--solver", "heft"]
+    assert run([*args, "--objective", "makespan"]) == 4
+    assert capsys.readouterr().err == "error: solver 'heft' found no solution within its budget\n"
+    assert not output.exists()

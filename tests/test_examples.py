@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 from graphopt.costmodels.score import score
@@ -38,3 +39,16 @@ def test_compare_solvers_runs_every_solver_on_the_same_budget(tmp_path) -> None:
     assert set(results) == {"auto", "brkga", "xla-dfs", "compiler-best", "gp-metis"}
     assert results["brkga"].evaluations == 300
     assert results["auto"].value <= results["compiler-best"].value
+
+
+def test_readme_python_examples_run_in_order(tmp_path, monkeypatch) -> None:
+    """The README's Python blocks, run one after another as a reader pastes them."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    assert len(blocks) >= 2
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
+    assert read_solution(tmp_path / "solution.json", namespace["graph"]).n_devices == 2
+    assert namespace["result"].evaluations == 5000

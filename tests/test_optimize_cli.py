@@ -75,6 +75,11 @@ def test_optimize_table_and_makespan(graph_file, tmp_path) -> None:
         (["--devices", "2", "--pin", "op0=5"], "op 'op0' is pinned to device 5"),
         (["--pin", "nothere=0"], "cannot pin op 'nothere'"),
         (["--pin", "op0"], "--pin must look like OP=DEVICE"),
+        (["--pin", "op0=-1"], "--pin must look like OP=DEVICE with DEVICE an integer >= 0"),
+        (["--pin", "op0=0", "--pin", "op0=1"], "op 'op0' is pinned to device 0 and to device 1"),
+        (["--devices", "100000"], "devices must be at most 512"),
+        (["--budget", "0"], "budget evaluations must be an integer >= 1"),
+        (["--time", "nan"], "budget seconds must be a finite number > 0"),
     ],
 )
 def test_optimize_rejects_impossible_requests(graph_file, tmp_path, args, message) -> None:
@@ -100,7 +105,9 @@ def test_capacity_no_solution_meets_reports_the_excess(graph_file, tmp_path) -> 
     )
     assert result.exit_code == 3
     assert "no solution found fits the capacity of 1,024 bytes" in result.stderr
-    assert "exceeds by" in result.stderr and out.exists()
+    assert "bytes over capacity in total" in result.stderr and out.exists()
+    assert json.loads(out.read_text())["solver"]["status"] == "over-capacity"
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
     assert "No placement can meet it: op " in result.stderr
 
 
