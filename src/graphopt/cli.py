@@ -103,8 +103,7 @@ def _user_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except GraphoptError as error:
-            code = EXIT_NO_SOLUTION if type(error).__name__ == "NoSolutionError" else EXIT_INVALID
-            _fail(str(error), code)
+            _fail(str(error), EXIT_NO_SOLUTION if _no_solution(error) else EXIT_INVALID)
         except OSError as error:
             _fail(f"{error.filename or ''}: {error.strerror or error}", EXIT_INVALID)
         except MemoryError as error:
@@ -115,6 +114,12 @@ def _user_errors(command: F) -> F:
             )
 
     return wrapper  # type: ignore[return-value]
+
+
+def _no_solution(error: GraphoptError) -> bool:
+    """Whether a search ended without any solution (only possible once a solver was loaded)."""
+    solvers = sys.modules.get("graphopt.solvers.base")
+    return solvers is not None and isinstance(error, solvers.NoSolutionError)
 
 
 def _print_json(document: dict[str, Any]) -> None:
