@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution, random_schedule, topological_schedule
+from graphopt.solvers.base import Problem
+from graphopt.solvers.bounds import peak_memory_lower_bound
 
 
 def random_graph(rng: np.random.Generator, n_ops: int, density: float) -> Graph:
@@ -88,3 +90,11 @@ def problems(draw: st.DrawFn, max_ops: int = 25) -> tuple[Graph, Machine, Soluti
     else:
         solution = topological_schedule(graph, placement, d)
     return graph, machine, solution
+
+
+def solvable(problem: Problem) -> bool:
+    """Whether a search runs at all: a capacity below the peak lower bound is refused at once."""
+    capacity = problem.machine.capacity
+    return capacity is None or capacity >= peak_memory_lower_bound(
+        problem.graph, problem.machine.n_devices
+    )

@@ -83,6 +83,8 @@ def _options(
 
 EXIT_INVALID = 2
 """Invalid input or request: one line naming the item and the rule (docs/format.md)."""
+EXIT_INFEASIBLE = 3
+"""No solution fits the capacity (found by the search, or proven by a lower bound at once)."""
 EXIT_NO_SOLUTION = 4
 """A solver found no solution within its budget."""
 EXIT_INTERNAL = 70
@@ -103,7 +105,7 @@ def _user_errors(command: F) -> F:
         try:
             return command(*args, **kwargs)
         except GraphoptError as error:
-            _fail(str(error), EXIT_NO_SOLUTION if _no_solution(error) else EXIT_INVALID)
+            _fail(str(error), _exit_code(error))
         except OSError as error:
             _fail(f"{error.filename or ''}: {error.strerror or error}", EXIT_INVALID)
         except MemoryError as error:
@@ -116,10 +118,17 @@ def _user_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _no_solution(error: GraphoptError) -> bool:
-    """Whether a search ended without any solution (only possible once a solver was loaded)."""
+def _exit_code(error: GraphoptError) -> int:
+    """Exit status of an error: no solution found, a proven infeasible capacity, or bad input.
+
+    The first two are only possible once a solver module was loaded.
+    """
     solvers = sys.modules.get("graphopt.solvers.base")
-    return solvers is not None and isinstance(error, solvers.NoSolutionError)
+    if solvers is not None and isinstance(error, solvers.NoSolutionError):
+        return EXIT_NO_SOLUTION
+    if solvers is not None and isinstance(error, solvers.InfeasibleError):
+        return EXIT_INFEASIBLE
+    return EXIT_INVALID
 
 
 def _print_json(document: dict[str, Any]) -> None:
@@ -639,7 +648,8 @@ def optimize(
         typer.Option(help="Policy checkpoint for regal, gas or idrs (default: the shipped one)."),
     ] = None,
     budget: Annotated[
-        int | None, typer.Option(help="Evaluations [default: 5000 unless --time is given].")
+        int | None,
+        typer.Option(help="Evaluations (repeatable with --seed) [default: --time 10 if neither]."),
     ] = None,
     time_limit: Annotated[float | None, typer.Option("--time", help="Seconds of search.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Random seed.")] = 0,
@@ -668,7 +678,7 @@ def optimize(
     machine = _machine_options(devices, capacity, latency, bandwidth, mode)
     pins = _parse_pins(pin or [])
     unit = "bytes" if objective == "peak-memory" else "s"
-    total = budget if budget is not None else (None if time_limit is not None else 5000)
+    total = budget
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -702,17 +712,19 @@ def optimize(
     solution = result.solution
     write_solution(graph, solution, output)
     if result.objective.value == "peak-memory":
-        bound: float = peak_memory_lower_bound(graph)
+        bound: float = peak_memory_lower_bound(graph, machine.n_devices)
     else:
         bound = makespan_lower_bound(graph, machine)
     if result.lower_bound is not None:
         bound = max(bound, result.lower_bound)
+    gap = result.value / bound - 1.0 if bound > 0 else 0.0
     summary = {
         "graph": graph.name,
         "solver": solver,
         "objective": result.objective.value,
         "value": result.value,
         "lower_bound": bound,
+        "gap": gap,
         "status": result.status,
         "feasible": result.feasible,
         "evaluations": result.evaluations,
@@ -727,7 +739,7 @@ def optimize(
         table = Table(title=f"{solver} on {graph.name or graph_path.name}", show_header=False)
         table.add_row("objective", f"{result.objective.value} ({unit})")
         table.add_row("best", f"{result.value:,.9g}")
-        table.add_row("lower bound", f"{bound:,.9g}")
+        table.add_row("lower bound", f"{bound:,.9g} (best is {gap:.2%} above it)")
         table.add_row("status", result.status)
         table.add_row("peak memory (bytes)", f"{result.score.peak_memory:,}")
         table.add_row("makespan (s)", f"{result.score.makespan:.9g}")
@@ -754,7 +766,7 @@ def optimize(
             f"over capacity in total; it was written to {output}.{proof}",
             err=True,
         )
-        raise typer.Exit(3)
+        raise typer.Exit(EXIT_INFEASIBLE)
 
 
 def _parse_budgets(text: str) -> list[int]:
@@ -780,10 +792,19 @@ def bench(
     solvers: Annotated[
         str, typer.Option(help="Comma-separated solver names; brkga is always included.")
     ] = "brkga,compiler-best,gp-metis",
-    objective: Annotated[str, typer.Option(help="peak-memory or makespan.")] = "peak-memory",
-    devices: Annotated[int, typer.Option(help="Number of devices.")] = 2,
+    objective: Annotated[
+        str | None,
+        typer.Option(help="peak-memory or makespan [default: peak-memory; zoo-real: both]."),
+    ] = None,
+    devices: Annotated[
+        int | None, typer.Option(help="Number of devices [default: 2; zoo-real: 2, 4 and 8].")
+    ] = None,
     capacity: Annotated[str | None, typer.Option(help="Memory per device, e.g. 16GiB.")] = None,
     budget: Annotated[int, typer.Option(min=1, help="Evaluations per solver run.")] = 5000,
+    time_limit: Annotated[
+        float | None,
+        typer.Option("--time", help="zoo-real: seconds for auto per problem [default: 10]."),
+    ] = None,
     budgets: Annotated[
         str | None,
         typer.Option(
@@ -826,6 +847,13 @@ def bench(
     from graphopt.solvers.base import Objective
     from graphopt.solvers.registry import check_solver
 
+    if suite == "zoo-real":
+        _bench_zoo_real(objective, devices, time_limit, output_dir, as_json)
+        return
+    if time_limit is not None:
+        raise GraphoptError("--time applies to the zoo-real suite; other suites take --budget")
+    objective = objective or "peak-memory"
+    devices = 2 if devices is None else devices
     names = [name.strip() for name in solvers.split(",") if name.strip()]
     if histogram is not None:
         if histogram == BASELINE:
@@ -868,6 +896,54 @@ def bench(
     else:
         typer.echo(title)
         typer.echo(markdown_table(result.summary, budget))
+        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+
+
+def _bench_zoo_real(
+    objective: str | None,
+    devices: int | None,
+    seconds: float | None,
+    output_dir: Path,
+    as_json: bool,
+) -> None:
+    """`bench zoo-real`: real models on several devices, every baseline, auto, REGAL, bounds."""
+    import shlex
+
+    from graphopt.evaluation.zoo_real import (
+        comparisons,
+        run_zoo_real,
+        summary_lines,
+        write_zoo_real,
+        zoo_graphs,
+    )
+    from graphopt.optimize import DEFAULT_SECONDS
+    from graphopt.solvers.base import Objective
+
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise GraphoptError(f"--time must be finite seconds > 0, got {seconds}")
+    if devices is not None:
+        _machine_options(devices, None, 0.0, None, "sync")
+    objectives = [Objective.parse(objective)] if objective else list(Objective)
+    with progress_bar(quiet=as_json) as bar:
+        task = bar.add_task("bench zoo-real: exporting graphs", total=None)
+        graphs = zoo_graphs()
+        runs = run_zoo_real(
+            graphs,
+            (2, 4, 8) if devices is None else (devices,),
+            objectives,
+            seconds or DEFAULT_SECONDS,
+            progress=lambda done, total, label: bar.update(
+                task, completed=done, total=total, description=label[:40]
+            ),
+        )
+    command = shlex.join(["graphopt", *sys.argv[1:]])
+    written = write_zoo_real(runs, output_dir / "zoo-real", command)
+    lines = summary_lines(comparisons(runs))
+    if as_json:
+        _print_json({"suite": "zoo-real", "summary": lines, "files": [str(p) for p in written]})
+    else:
+        for line in lines:
+            typer.echo(line)
         typer.echo(f"wrote {', '.join(str(p) for p in written)}")
 
 

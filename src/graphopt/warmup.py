@@ -57,7 +57,16 @@ PARALLEL: dict[str, tuple[str, ...]] = {
         "random-search",
         "cp-sat",
     ),
-    "partition, local search": ("gp-kl", "gp-metis", "local-search", "annealing"),
+    "partition, local search": (
+        "gp-kl",
+        "gp-metis",
+        "gp-hypergraph",
+        "gp-pipeline",
+        "block-search",
+        "cp-search",
+        "local-search",
+        "annealing",
+    ),
 }
 """Groups of solvers whose own kernels no other group uses: each may compile in its own process.
 (random-search's kernels are not local search's: it samples orders and scores them in batches.)

@@ -136,7 +136,7 @@ def test_invalid_requests_are_rejected() -> None:
     with pytest.raises(SolverError, match="pinned"):
         metis_partition(g, 2, pinned=np.full(g.n_ops, 2))
     with pytest.raises(SolverError, match="imbalance"):
-        GraphPartitionConfig(imbalance=-0.1)
+        GraphPartitionConfig(imbalances=(-0.1,))
     with pytest.raises(SolverError, match="transfers"):
         GraphPartitionConfig(transfers=("early",))  # type: ignore[arg-type]
 
@@ -149,7 +149,7 @@ def test_solvers_offer_valid_exactly_scored_pinned_solutions(solver_type, object
     pinned = np.full(g.n_ops, -1)
     pinned[:5] = [0, 1, 2, 0, 1]
     problem = Problem(g, machine, objective, pinned=pinned)
-    solver = solver_type()
+    solver = solver_type(GraphPartitionConfig())  # paper 001's GP+DFS
     result = solver.solve(problem, Budget(evaluations=100), seed=0)
     assert result.evaluations == 4  # two balance modes, lazy and eager transfers
     np.testing.assert_array_equal(result.solution.placement[:5], pinned[:5])
@@ -157,5 +157,5 @@ def test_solvers_offer_valid_exactly_scored_pinned_solutions(solver_type, object
     assert exact.peak_memory_per_device == result.score.peak_memory_per_device
     assert exact.makespan == result.score.makespan
     json.dumps(result.solution.solver)
-    again = solver_type().solve(problem, Budget(evaluations=100), seed=0)
+    again = solver_type(GraphPartitionConfig()).solve(problem, Budget(evaluations=100), seed=0)
     np.testing.assert_array_equal(again.solution.order, result.solution.order)

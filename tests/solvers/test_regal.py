@@ -29,11 +29,11 @@ def test_budget_is_exact_and_result_rescored(policy_file, search) -> None:
     graph = generate("layered", 60, seed=3)
     problem = Problem(graph, Machine(n_devices=2))
     solver = Regal(RegalConfig(policy=policy_file, search=search))
-    result = solver.solve(problem, Budget(evaluations=1500), seed=2)
+    result = solver.solve(problem, Budget(1500, stop_at_bound=False), seed=2)
     assert result.evaluations == 1500
     assert result.value == problem.scorer.score(result.solution).peak_memory
     again = Regal(RegalConfig(policy=policy_file, search=search)).solve(
-        problem, Budget(evaluations=1500), seed=2
+        problem, Budget(1500, stop_at_bound=False), seed=2
     )
     assert again.value == result.value
     np.testing.assert_array_equal(again.solution.order, result.solution.order)
@@ -42,14 +42,14 @@ def test_budget_is_exact_and_result_rescored(policy_file, search) -> None:
 def test_sampled_actions(policy_file) -> None:
     problem = Problem(generate("erdos_renyi", 40, seed=3), Machine(n_devices=2))
     result = Regal(RegalConfig(policy=policy_file, greedy=False)).solve(
-        problem, Budget(evaluations=800), seed=1
+        problem, Budget(800, stop_at_bound=False), seed=1
     )
     assert result.evaluations == 800
 
 
 def test_budget_smaller_than_the_feature_run(policy_file) -> None:
     problem = Problem(generate("layered", 30, seed=3), Machine(n_devices=2))
-    result = Regal(RegalConfig(policy=policy_file)).solve(problem, Budget(evaluations=150))
+    result = Regal(RegalConfig(policy=policy_file)).solve(problem, Budget(150, stop_at_bound=False))
     assert result.evaluations == 150
 
 
@@ -72,7 +72,7 @@ def test_the_recorded_inner_search_is_used(tmp_path, inner) -> None:
         path = tmp_path / f"{name}.pt"
         save_checkpoint(path, policy_record(network, "makespan", "brkga", 400, search))
         solver = Regal(RegalConfig(policy=str(path)))
-        results.append(solver.solve(problem, Budget(evaluations=1500), seed=2))
+        results.append(solver.solve(problem, Budget(1500, stop_at_bound=False), seed=2))
     assert results[0].evaluations == 1500
     assert results[0].value == problem.scorer.score(results[0].solution).makespan
     assert not np.array_equal(results[0].solution.order, results[1].solution.order)

@@ -119,8 +119,8 @@ def load_suite(name: str) -> list[Graph]:
             raise SolverError(f"suite folder {folder} has no .json or .npz graph files")
         return [read_graph(p) for p in files]
     raise SolverError(
-        f"unknown suite {name!r}; valid suites: {', '.join(SUITES)}, dataset:DIR:SPLIT[:N], "
-        "or a folder of graph files"
+        f"unknown suite {name!r}; valid suites: {', '.join(SUITES)}, zoo-real, "
+        "dataset:DIR:SPLIT[:N], or a folder of graph files"
     )
 
 

@@ -15,68 +15,47 @@ a loaded policy can always be run, a damaged one is refused with a line that say
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from graphopt._messages import describe, reason, record_fields
-from graphopt.errors import GraphoptError
-from graphopt.learning.actions import ActionConfig
+from graphopt._messages import describe, reason
 from graphopt.learning.batching import make_batch
 from graphopt.learning.features import FEATURE_SET, GraphFeatures, node_feature_names
-from graphopt.learning.policy import ENCODERS, PolicyConfig, RegalPolicy
-from graphopt.limits import MAX_DEVICES
-from graphopt.solvers.base import Objective, SolverError
-from graphopt.solvers.regal import SEARCHES, InnerSearch
-
-FORMAT = "graphopt.regal-policy/1"
-
-MAX_HIDDEN = 4096
-"""Widest network a checkpoint may describe."""
-MAX_ROUNDS = 256
-"""Most message-passing rounds: they share weights, so the file's size does not bound them."""
-MAX_LEVELS = 1024
-"""Most quantization levels of an action."""
-MAX_FEATURE_EVALUATIONS = 10**9
-"""Most evaluations of the feature run a policy may ask for."""
-MAX_LOGIT = 1e6
-"""Largest initial mode logit or anchor strength (float32 tensors hold them)."""
-
-_POLICY_KEYS = (
-    "format",
-    "policy_config",
-    "feature_set",
-    "node_features",
-    "objective",
-    "search",
-    "feature_evaluations",
-    "model_state",
+from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.learning.records import (  # noqa: F401 (the field checks live there, torch-free)
+    _OPTIONAL_KEYS,
+    _POLICY_KEYS,
+    _RUN_KEYS,
+    FORMAT,
+    MAX_FEATURE_EVALUATIONS,
+    MAX_HIDDEN,
+    MAX_LEVELS,
+    MAX_LOGIT,
+    MAX_ROUNDS,
+    CheckpointError,
+    _choice,
+    _exact_fields,
+    _inner_search,
+    _integer,
+    _is_scalar,
+    _json_field,
+    _number,
+    _policy_config,
+    check_envelope,
+    policy_fields,
 )
-_OPTIONAL_KEYS = ("inner_search", "metadata")  # older checkpoints lack them
-_RUN_KEYS = (
-    "train_config",
-    "optimizer_state",
-    "step",
-    "best_validation",
-    "best_step",
-    "seconds",
-    "history",
-)
+from graphopt.solvers.regal import InnerSearch
+
 _ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
 _ROUNDING = 1e-5  # float32 rounding allowed on Adam's moment bounds
-
-
-class CheckpointError(GraphoptError):
-    """A checkpoint that is missing, unreadable, or made for another problem."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,12 +135,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(
             f"{path} is not a readable policy checkpoint ({reason(error)})"
         ) from None
-    if not isinstance(record, dict) or not isinstance(record.get("format"), str):
-        raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
-    if record["format"] != FORMAT:
-        raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
-    optional = (*_OPTIONAL_KEYS, *_RUN_KEYS)
-    return _exact_fields(record, f"{path}: checkpoint", _POLICY_KEYS, optional)
+    return check_envelope(record, path)
 
 
 def load_policy(
@@ -173,39 +147,19 @@ def load_policy(
         CheckpointError: naming what differs, or the field that is malformed.
     """
     record = read_checkpoint(path)
-    if not isinstance(record["feature_set"], str) or record["feature_set"] != FEATURE_SET:
-        raise CheckpointError(
-            f"{path} was trained on feature set {describe(record['feature_set'])}; this "
-            f"graphopt computes {FEATURE_SET!r}"
-        )
-    config = _policy_config(record["policy_config"], f"{path}: policy_config")
-    if n_devices is not None and config.n_devices != n_devices:
-        raise CheckpointError(
-            f"{path} was trained for {config.n_devices} devices; the machine has {n_devices}"
-        )
-    trained_for = _choice(record["objective"], [o.value for o in Objective], f"{path}: objective")
-    if objective is not None and trained_for != objective:
-        raise CheckpointError(f"{path} was trained to minimize {trained_for}, not {objective}")
-    features = record["node_features"]
-    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
-        raise CheckpointError(f"{path}: node_features: must be a list of names")
-    if features != list(node_feature_names(config.n_devices)):
-        raise CheckpointError(f"{path} was trained on other node features")
-    search = _choice(record["search"], SEARCHES, f"{path}: search")
-    feature_evaluations = _integer(
-        record["feature_evaluations"], f"{path}: feature_evaluations", 1, MAX_FEATURE_EVALUATIONS
-    )
-    inner = _inner_search(record.get("inner_search", {}), f"{path}: inner_search")
-    metadata = record.get("metadata", {})
-    if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and _is_scalar(v) for k, v in metadata.items()
-    ):
-        raise CheckpointError(f"{path}: metadata: must map names to plain values")
-    network = RegalPolicy(config)
+    checked = policy_fields(record, path, objective, n_devices)
+    network = RegalPolicy(checked.config)
     _load_weights(network, record["model_state"], f"{path}: model_state")
     _check_outputs(network, f"{path}: model_state")
     network.eval()
-    return TrainedPolicy(network, trained_for, search, feature_evaluations, inner, metadata)
+    return TrainedPolicy(
+        network,
+        checked.objective,
+        checked.search,
+        checked.feature_evaluations,
+        checked.inner,
+        checked.metadata,
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,101 +243,6 @@ def read_run_checkpoint(path: str | Path, columns: Sequence[str]) -> RunCheckpoi
 
 
 # ------------------------------------------------------------------------------ field checks
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | bool | int | float)
-
-
-def _choice(value: Any, choices: Sequence[str], where: str) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise CheckpointError(
-            f"{where}: must be one of {', '.join(choices)}, got {describe(value)}"
-        )
-    return value
-
-
-def _integer(value: Any, where: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise CheckpointError(
-            f"{where}: must be an integer in [{low}, {high}], got {describe(value)}"
-        )
-    return value
-
-
-def _number(value: Any, where: str) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise CheckpointError(f"{where}: must be a number, got {describe(value)}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise CheckpointError(f"{where}: must be finite, got {describe(value)}")
-    return number
-
-
-def _json_field(value: Any, where: str) -> Any:
-    if not isinstance(value, str):
-        raise CheckpointError(f"{where}: must be JSON text, got {describe(value)}")
-    try:
-        return json.loads(value)
-    except (ValueError, RecursionError) as error:
-        raise CheckpointError(f"{where}: not valid JSON ({reason(error)})") from None
-
-
-def _exact_fields(
-    value: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()
-) -> dict[str, Any]:
-    return record_fields(value, where, required, optional, CheckpointError, "a dict")
-
-
-def _policy_config(value: Any, where: str) -> PolicyConfig:
-    """The network's shape, each field of the right type and within the limits above."""
-    data = _exact_fields(
-        value, where, [f.name for f in fields(PolicyConfig) if f.name != "anchor"], ["anchor"]
-    )
-    actions = _exact_fields(
-        data["actions"], f"{where}.actions", [f.name for f in fields(ActionConfig)]
-    )
-    _integer(data["n_devices"], f"{where}.n_devices", 2, MAX_DEVICES)
-    _integer(data["hidden"], f"{where}.hidden", 1, MAX_HIDDEN)
-    _integer(data["rounds"], f"{where}.rounds", 0, MAX_ROUNDS)
-    _integer(actions["levels"], f"{where}.actions.levels", 2, MAX_LEVELS)
-    for key in ("placement", "scheduling", "elite_bias"):
-        if not isinstance(actions[key], bool):
-            raise CheckpointError(
-                f"{where}.actions.{key}: must be true or false, got {describe(actions[key])}"
-            )
-    _choice(data["encoder"], ENCODERS, f"{where}.encoder")
-    _choice(data["aggregation"], ("mean", "add"), f"{where}.aggregation")
-    anchor = data.get("anchor")
-    for key, value in (("initial_mode_logit", data["initial_mode_logit"]), ("anchor", anchor)):
-        if value is None and key == "anchor":  # no anchor: the heads start from the mode logit
-            continue
-        if abs(_number(value, f"{where}.{key}")) > MAX_LOGIT:
-            raise CheckpointError(
-                f"{where}.{key}: must be in [-{MAX_LOGIT:g}, {MAX_LOGIT:g}], got {describe(value)}"
-            )
-    try:
-        return PolicyConfig(**{**data, "actions": ActionConfig(**actions), "anchor": anchor})
-    except ValueError as error:
-        raise CheckpointError(f"{where}: {error}") from None
-
-
-def _inner_search(value: Any, where: str) -> InnerSearch:
-    data = _exact_fields(value, where, [], [f.name for f in fields(InnerSearch)])
-    preset, kept = data.get("brkga"), data.get("kept")
-    if preset is not None and (
-        not isinstance(preset, str) or re.fullmatch(r"[a-z0-9][a-z0-9_-]*", preset) is None
-    ):
-        raise CheckpointError(f"{where}.brkga: must be a BRKGA preset name, got {describe(preset)}")
-    if kept is not None:
-        _integer(kept, f"{where}.kept", 1, 2**31 - 1)
-    try:
-        return InnerSearch(preset, kept)
-    except SolverError as error:
-        raise CheckpointError(f"{where}: {error}") from None
-
-
 def _check_tensor(value: Any, like: torch.Tensor, where: str) -> torch.Tensor:
     """A stored tensor of exactly the shape and dtype of `like`, dense and finite."""
     if (

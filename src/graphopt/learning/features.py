@@ -143,8 +143,23 @@ def compute_features(
 
     The run spends `evaluations` or what is left of the budget, whichever is less.
     """
+    return build_features(problem, feature_population(problem, tracker, rng, evaluations))
+
+
+def feature_population(
+    problem: Problem,
+    tracker: Tracker,
+    rng: np.random.Generator,
+    evaluations: int = FEATURE_EVALUATIONS,
+) -> FinalPopulation:
+    """The uniform BRKGA feature run (`compute_features`' search half): its last population."""
     with tracker.phase(1.0, evaluations):
         population = BRKGA().evolve(problem, tracker, rng)
+    return population
+
+
+def build_features(problem: Problem, population: FinalPopulation) -> FeatureRun:
+    """The features of a problem given its feature run's last population (no evaluation)."""
     decoder = RandomKeyDecoder(problem)
     graph = problem.graph
     static, edge = static_features(graph, decoder.pins)

@@ -19,57 +19,15 @@ from uniform, does not find within a CPU training budget.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 from torch import Tensor, nn
 
-from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import GraphBatch, graph_mean, graph_sum
 from graphopt.learning.encoders.mlp import mlp
 from graphopt.learning.encoders.mpnn import MPNNEncoder
 from graphopt.learning.encoders.sequence import SequenceEncoder
 from graphopt.learning.features import EDGE_FEATURE_NAMES, node_feature_names
-
-ENCODERS = ("mpnn", "lstm")
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """The policy network's shape.
-
-    Attributes:
-        n_devices: devices the placement heads and features are built for.
-        encoder: 'mpnn' (REGAL) or 'lstm' (GAS, graph as a topological sequence).
-        hidden: width of every state and MLP (paper 001 A.5: 32).
-        rounds: message-passing rounds T (paper 001 A.5: 16; table 3 / fig. 8 sweep it).
-        aggregation: 'mean' or 'add' aggregation of messages.
-        actions: which actions the heads predict, and their quantization.
-        initial_mode_logit: how much more likely than the others each head's initial action
-            is, in logits (0: uniform sampling at first; the start is neutral either way).
-        anchor: initial strength a of the feature anchor on the mean heads (None: none,
-            the paper's network). Anchored heads start with no mean preference of their own
-            and the narrowest variance level as their most likely one.
-    """
-
-    n_devices: int = 2
-    encoder: str = "mpnn"
-    hidden: int = 32
-    rounds: int = 16
-    aggregation: str = "mean"
-    actions: ActionConfig = field(default_factory=ActionConfig)
-    initial_mode_logit: float = 3.0
-    anchor: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.encoder not in ENCODERS:
-            raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {self.encoder!r}")
-        if self.aggregation not in ("mean", "add"):
-            raise ValueError(f"aggregation must be 'mean' or 'add', got {self.aggregation!r}")
-        if self.n_devices < 2:
-            raise ValueError(f"a placement policy needs >= 2 devices, got {self.n_devices}")
-        if self.anchor is not None and not (self.actions.placement or self.actions.scheduling):
-            raise ValueError("the feature anchor needs placement or scheduling actions")
+from graphopt.learning.policy_config import ENCODERS, PolicyConfig  # noqa: F401 (re-exported)
 
 
 class RegalPolicy(nn.Module):

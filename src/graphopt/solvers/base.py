@@ -10,7 +10,8 @@ and turns Ctrl-C into an early, still valid result.
 A problem with a single solution (no ops; or every op's device fixed to one device and one
 topological order) is solved by its first evaluation: the tracker then reports the budget spent
 and the solution proven optimal, so no search spends its whole budget (or time) re-evaluating
-the same solution.
+the same solution. Likewise a candidate that fits and reaches the problem's peak memory lower
+bound (`bounds`) is proven optimal and ends the search.
 
 Ranking (REGAL A.2): with a capacity, every feasible solution ranks above every infeasible one.
 Candidates are compared by the key (excess, value): `excess` is the bytes by which the peak
@@ -42,6 +43,10 @@ from graphopt.ir.solution import Solution
 
 class SolverError(GraphoptError):
     """An impossible or malformed optimization request (budget, pins, options, solver name)."""
+
+
+class InfeasibleError(SolverError):
+    """No solution can fit the capacity: it is below a proven lower bound on peak memory."""
 
 
 class NoSolutionError(SolverError):
@@ -91,10 +96,15 @@ class Budget:
     Attributes:
         evaluations: maximum candidate evaluations (calls of the cost model), or None.
         seconds: maximum wall-clock seconds, or None.
+        stop_at_bound: end a peak memory search once a solution that fits reaches the problem's
+            lower bound (it is then proven optimal); False spends the whole budget regardless.
+            Makespans are float sums whose order of addition differs between the bound and
+            the scorer, so a makespan search never stops on its bound.
     """
 
     evaluations: int | None = None
     seconds: float | None = None
+    stop_at_bound: bool = True
 
     def __post_init__(self) -> None:
         if self.evaluations is None and self.seconds is None:
@@ -152,6 +162,30 @@ class Problem:
         pinned = pinned.astype(np.int32)
         pinned.flags.writeable = False
         object.__setattr__(self, "pinned", pinned)
+
+    @cached_property
+    def lower_bound(self) -> float:
+        """A proven lower bound on the objective for any solution (`bounds`)."""
+        from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
+
+        if self.objective is Objective.PEAK_MEMORY:
+            return float(peak_memory_lower_bound(self.graph, self.machine.n_devices))
+        return makespan_lower_bound(self.graph, self.machine)
+
+    def check_capacity(self) -> None:
+        """Raises InfeasibleError when the capacity is below the peak memory lower bound."""
+        from graphopt.solvers.bounds import peak_memory_lower_bound
+
+        capacity = self.machine.capacity
+        if capacity is None:
+            return
+        bound = peak_memory_lower_bound(self.graph, self.machine.n_devices)
+        if capacity < bound:
+            raise InfeasibleError(
+                f"capacity {capacity:,} bytes per device is below the lower bound of {bound:,} "
+                f"bytes on {self.machine.n_devices} device(s) (persistent bytes spread evenly plus "
+                "the largest op step; docs/format.md, limits and bounds): no solution fits"
+            )
 
     @cached_property
     def has_one_solution(self) -> bool:
@@ -353,6 +387,14 @@ class Tracker:
         self.check()
         return improved
 
+    def spend(self, evaluations: int) -> None:
+        """Counts evaluations that offered nothing new (e.g. a candidate decoded again).
+
+        They too end the search with its budget: raises BudgetExhausted once it is spent.
+        """
+        self.evaluations += evaluations
+        self.check()
+
     def note(self, text: str) -> None:
         """Records a remark for the solution's `solver` record (e.g. a fallback a solver took)."""
         self.notes.append(text)
@@ -366,7 +408,13 @@ class Tracker:
         self, placement: np.ndarray, order: np.ndarray, excess: int, value: float, spent: int
     ) -> bool:
         self.evaluations += spent
-        if self.problem.has_one_solution:
+        if self.problem.has_one_solution or (
+            self.budget.stop_at_bound
+            and self.problem.objective is Objective.PEAK_MEMORY
+            and excess == 0
+            and not self.proven_optimal
+            and value <= self.problem.lower_bound
+        ):
             self.searched_all = True
             self.set_bound(value, True)
         if (excess, value) >= self.best_key:
@@ -458,12 +506,14 @@ class Solver(ABC):
 
         Raises:
             SolverError: the objective is not supported, or the search found no solution.
+            InfeasibleError: the capacity is below the peak memory lower bound (no search runs).
         """
         if problem.objective not in self.objectives:
             raise SolverError(
                 f"solver {self.name!r} does not optimize {problem.objective.value}; "
                 f"it supports {', '.join(sorted(o.value for o in self.objectives))}"
             )
+        problem.check_capacity()
         tracker = Tracker(problem, budget, progress)
         status = "feasible"
         try:

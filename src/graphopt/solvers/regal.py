@@ -18,6 +18,7 @@ Shipped policies live in `graphopt/policies/` as `<method>-<objective>-d<devices
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -27,12 +28,25 @@ from typing import Any
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import BudgetExhausted, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import (
+    Budget,
+    BudgetExhausted,
+    Problem,
+    Result,
+    Solver,
+    SolverError,
+    Tracker,
+)
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA, BRKGAConfig, FinalPopulation, GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
 SEARCHES = ("brkga", "random")
+
+PHASES = ("policy", "feature_run", "features", "inference", "search")
+"""What a learned solver's run spends its time on, in order (`timed_solve`): finding and loading
+the policy (imports included), the uniform feature run, building the features from its
+population, the policy's inference (distributions included), and the search that follows."""
 
 
 @dataclass(frozen=True)
@@ -109,12 +123,41 @@ def shipped_policy_path(method: str, objective: str, n_devices: int) -> str | No
     return str(path) if path.is_file() else None
 
 
+NUMPY_INFERENCE = True
+"""Run shipped policies' greedy inference in numpy, without importing torch (`Regal.run`); False
+always runs the torch policy (the reference path; results are the same either way)."""
+
+
+@cache
+def _load_numpy(path: str, objective: str, n_devices: int) -> Any:
+    """A shipped policy read for numpy inference once per process, or None (torch loads it)."""
+    from graphopt.learning.numpy_policy import load
+
+    return load(path, objective, n_devices)
+
+
 @cache
 def _load(path: str, objective: str, n_devices: int) -> Any:
     """A policy loaded once per process and reused by every solve (a compiler's setting)."""
     from graphopt.learning.checkpoints import load_policy
 
     return load_policy(path, objective, n_devices)
+
+
+class PhaseClock:
+    """Seconds spent in each phase of a run, lap by lap (a no-op unless `timed_solve` set one)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, phase: str) -> None:
+        """Charges the time since the previous lap (or the start) to `phase`."""
+        if self.enabled:
+            now = time.perf_counter()
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._last
+            self._last = now
 
 
 class Regal(Solver):
@@ -126,6 +169,8 @@ class Regal(Solver):
     """
 
     name = "regal"
+    clock = PhaseClock(enabled=False)
+    """Where `run` records its phases' seconds (`timed_solve` sets one per solve)."""
 
     def __init__(self, config: RegalConfig | None = None, name: str | None = None) -> None:
         self.config = config or RegalConfig()
@@ -158,6 +203,19 @@ class Regal(Solver):
         except CheckpointError as error:
             raise SolverError(str(error)) from None
 
+    def numpy_policy(self, problem: Problem) -> Any:
+        """The shipped policy for numpy inference (`graphopt.learning.numpy_policy`), or None.
+
+        None unless `NUMPY_INFERENCE` is set, the policy is the shipped one (a user's file is
+        loaded by torch's `weights_only` loader, with every check) and actions are greedy
+        (sampling them takes torch's generator); None also where numpy cannot read or run it.
+        """
+        if not NUMPY_INFERENCE or self.config.policy is not None or not self.config.greedy:
+            return None
+        objective, d = problem.objective.value, problem.machine.n_devices
+        path = shipped_policy_path(self.config.method, objective, d)
+        return None if path is None else _load_numpy(path, objective, d)
+
     def run(
         self,
         problem: Problem,
@@ -165,20 +223,59 @@ class Regal(Solver):
         rng: np.random.Generator,
         initial: Sequence[Solution],
     ) -> None:
-        """Feature run, one policy inference, then the search on the rest of the budget."""
-        policy = self.policy(problem)  # before importing torch: a refusal takes no seconds
-        from graphopt.learning.features import compute_features
-        from graphopt.learning.inference import predict_genes
+        """Feature run, one policy inference, then the search on the rest of the budget.
 
-        feature_run = compute_features(problem, tracker, rng, policy.feature_evaluations)
+        With a shipped policy and greedy actions, inference runs in numpy and torch is never
+        imported (1.2 to 1.6 s), unless numpy cannot tell an op's action for certain: then the
+        torch policy decides, so the actions, and every result, are the torch policy's.
+        """
+        clock = self.clock
+        fast = self.numpy_policy(problem)
+        # The torch policy is loaded before the feature run: a refusal takes no evaluations.
+        policy = self.policy(problem) if fast is None else None
+        settings = fast if fast is not None else policy
+        from graphopt.learning.features import build_features, feature_population
+
+        clock.lap("policy")
+        population = feature_population(problem, tracker, rng, settings.feature_evaluations)
+        clock.lap("feature_run")
+        feature_run = build_features(problem, population)
+        clock.lap("features")
         tracker.check()
         decoder = RandomKeyDecoder(problem)
-        genes = predict_genes(policy, feature_run.features, decoder, self.config.greedy, rng)
+        genes = None
+        if fast is not None:
+            from graphopt.learning.numpy_policy import predict_genes as numpy_genes
+
+            genes = numpy_genes(fast, feature_run.features, decoder)
+        if genes is None:
+            from graphopt.learning.inference import predict_genes
+
+            policy = policy or self.policy(problem)
+            genes = predict_genes(policy, feature_run.features, decoder, self.config.greedy, rng)
+        clock.lap("inference")
         if self.config.search == "brkga":
-            policy.inner.evolve(problem, tracker, rng, genes, feature_run.population, initial)
+            settings.inner.evolve(problem, tracker, rng, genes, feature_run.population, initial)
         else:
             random_sampling(decoder, genes, tracker, rng, self.config.population_size)
+        clock.lap("search")
         tracker.check()
+
+
+def timed_solve(
+    solver: Regal, problem: Problem, budget: Budget, seed: int = 0
+) -> tuple[Result, dict[str, float]]:
+    """`solver.solve(problem, budget, seed)` and the seconds of each of its `PHASES`.
+
+    A phase the run did not reach (the budget ran out first) counts 0 seconds.
+    """
+    solver.clock = PhaseClock()
+    try:
+        result = solver.solve(problem, budget, seed)
+        seconds = {phase: solver.clock.seconds.get(phase, 0.0) for phase in PHASES}
+    finally:
+        del solver.clock
+    return result, seconds
 
 
 def random_sampling(

@@ -82,6 +82,11 @@ SOLVERS: dict[str, SolverEntry] = {
         "HeftScheduler",
         "HEFT earliest-finish-time placement and order (makespan)",
     ),
+    "cp-search": SolverEntry(
+        "graphopt.solvers.makespan_search",
+        "CriticalPathSearch",
+        "moves on the critical path re-list-scheduled with insertion, from HEFT (makespan)",
+    ),
     "gp-kl": SolverEntry(
         "graphopt.solvers.partition",
         "KernighanLinSolver",
@@ -90,7 +95,22 @@ SOLVERS: dict[str, SolverEntry] = {
     "gp-metis": SolverEntry(
         "graphopt.solvers.partition",
         "MetisSolver",
-        "METIS partition + DFS scheduler per device",
+        "METIS partitions balancing weights and activations, best compiler order per device",
+    ),
+    "gp-hypergraph": SolverEntry(
+        "graphopt.solvers.partition",
+        "HypergraphSolver",
+        "Mt-KaHyPar hypergraph partitions (tensors as nets), best compiler order per device",
+    ),
+    "gp-pipeline": SolverEntry(
+        "graphopt.solvers.pipeline",
+        "PipelineSolver",
+        "contiguous pipeline stages along topological orders, cuts refined on the exact score",
+    ),
+    "block-search": SolverEntry(
+        "graphopt.solvers.block_search",
+        "BlockSearch",
+        "moves whole modules and runs of ops between devices, each device's order re-run",
     ),
     "local-search": SolverEntry(
         "graphopt.solvers.local_search",

@@ -1,0 +1,239 @@
+"""The fields of a policy checkpoint, checked without torch.
+
+A checkpoint (`checkpoints.py`) is a torch-saved record; this module checks what it says
+besides its tensors, the same way whichever loader unpickled it: torch's `weights_only` loader
+(`checkpoints.load_policy`, for any file) or the numpy reader of shipped policies
+(`numpy_policy`, which must not import torch). Every check raises `CheckpointError` with a line
+that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from graphopt._messages import describe, reason, record_fields
+from graphopt.errors import GraphoptError
+from graphopt.learning.actions import ActionConfig
+from graphopt.learning.features import FEATURE_SET, node_feature_names
+from graphopt.learning.policy_config import ENCODERS, PolicyConfig
+from graphopt.limits import MAX_DEVICES
+from graphopt.solvers.base import Objective, SolverError
+from graphopt.solvers.regal import SEARCHES, InnerSearch
+
+FORMAT = "graphopt.regal-policy/1"
+
+MAX_HIDDEN = 4096
+"""Widest network a checkpoint may describe."""
+MAX_ROUNDS = 256
+"""Most message-passing rounds: they share weights, so the file's size does not bound them."""
+MAX_LEVELS = 1024
+"""Most quantization levels of an action."""
+MAX_FEATURE_EVALUATIONS = 10**9
+"""Most evaluations of the feature run a policy may ask for."""
+MAX_LOGIT = 1e6
+"""Largest initial mode logit or anchor strength (float32 tensors hold them)."""
+
+_POLICY_KEYS = (
+    "format",
+    "policy_config",
+    "feature_set",
+    "node_features",
+    "objective",
+    "search",
+    "feature_evaluations",
+    "model_state",
+)
+_OPTIONAL_KEYS = ("inner_search", "metadata")  # older checkpoints lack them
+_RUN_KEYS = (
+    "train_config",
+    "optimizer_state",
+    "step",
+    "best_validation",
+    "best_step",
+    "seconds",
+    "history",
+)
+
+
+class CheckpointError(GraphoptError):
+    """A checkpoint that is missing, unreadable, or made for another problem."""
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyFields:
+    """What a checkpoint says its weights are for, checked (`policy_fields`).
+
+    Attributes:
+        config: the network's shape.
+        objective: 'peak-memory' or 'makespan'.
+        search: 'brkga' or 'random', the inner search it was trained with.
+        feature_evaluations: evaluations of the feature run it expects.
+        inner: the BRKGA settings it was trained with.
+        metadata: training facts, for model cards.
+    """
+
+    config: PolicyConfig
+    objective: str
+    search: str
+    feature_evaluations: int
+    inner: InnerSearch
+    metadata: dict[str, Any]
+
+
+def check_envelope(record: Any, path: str | Path) -> dict[str, Any]:
+    """The record of a checkpoint file, if its format and field names are a checkpoint's.
+
+    Raises:
+        CheckpointError: not a checkpoint, or with a missing or unknown field.
+    """
+    if not isinstance(record, dict) or not isinstance(record.get("format"), str):
+        raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
+    if record["format"] != FORMAT:
+        raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
+    optional = (*_OPTIONAL_KEYS, *_RUN_KEYS)
+    return _exact_fields(record, f"{path}: checkpoint", _POLICY_KEYS, optional)
+
+
+def policy_fields(
+    record: dict[str, Any],
+    path: str | Path,
+    objective: str | None = None,
+    n_devices: int | None = None,
+) -> PolicyFields:
+    """Every field of a checkpoint's record but its weights, checked for this use.
+
+    Raises:
+        CheckpointError: naming what differs (objective, device count, feature set) or the
+            field that is malformed.
+    """
+    if not isinstance(record["feature_set"], str) or record["feature_set"] != FEATURE_SET:
+        raise CheckpointError(
+            f"{path} was trained on feature set {describe(record['feature_set'])}; this "
+            f"graphopt computes {FEATURE_SET!r}"
+        )
+    config = _policy_config(record["policy_config"], f"{path}: policy_config")
+    if n_devices is not None and config.n_devices != n_devices:
+        raise CheckpointError(
+            f"{path} was trained for {config.n_devices} devices; the machine has {n_devices}"
+        )
+    trained_for = _choice(record["objective"], [o.value for o in Objective], f"{path}: objective")
+    if objective is not None and trained_for != objective:
+        raise CheckpointError(f"{path} was trained to minimize {trained_for}, not {objective}")
+    features = record["node_features"]
+    if not isinstance(features, list) or not all(isinstance(f, str) for f in features):
+        raise CheckpointError(f"{path}: node_features: must be a list of names")
+    if features != list(node_feature_names(config.n_devices)):
+        raise CheckpointError(f"{path} was trained on other node features")
+    search = _choice(record["search"], SEARCHES, f"{path}: search")
+    feature_evaluations = _integer(
+        record["feature_evaluations"], f"{path}: feature_evaluations", 1, MAX_FEATURE_EVALUATIONS
+    )
+    inner = _inner_search(record.get("inner_search", {}), f"{path}: inner_search")
+    metadata = record.get("metadata", {})
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and _is_scalar(v) for k, v in metadata.items()
+    ):
+        raise CheckpointError(f"{path}: metadata: must map names to plain values")
+    return PolicyFields(config, trained_for, search, feature_evaluations, inner, metadata)
+
+
+# ------------------------------------------------------------------------------ field checks
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | bool | int | float)
+
+
+def _choice(value: Any, choices: Sequence[str], where: str) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise CheckpointError(
+            f"{where}: must be one of {', '.join(choices)}, got {describe(value)}"
+        )
+    return value
+
+
+def _integer(value: Any, where: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise CheckpointError(
+            f"{where}: must be an integer in [{low}, {high}], got {describe(value)}"
+        )
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise CheckpointError(f"{where}: must be a number, got {describe(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise CheckpointError(f"{where}: must be finite, got {describe(value)}")
+    return number
+
+
+def _json_field(value: Any, where: str) -> Any:
+    if not isinstance(value, str):
+        raise CheckpointError(f"{where}: must be JSON text, got {describe(value)}")
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError) as error:
+        raise CheckpointError(f"{where}: not valid JSON ({reason(error)})") from None
+
+
+def _exact_fields(
+    value: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()
+) -> dict[str, Any]:
+    return record_fields(value, where, required, optional, CheckpointError, "a dict")
+
+
+def _policy_config(value: Any, where: str) -> PolicyConfig:
+    """The network's shape, each field of the right type and within the limits above."""
+    data = _exact_fields(
+        value, where, [f.name for f in fields(PolicyConfig) if f.name != "anchor"], ["anchor"]
+    )
+    actions = _exact_fields(
+        data["actions"], f"{where}.actions", [f.name for f in fields(ActionConfig)]
+    )
+    _integer(data["n_devices"], f"{where}.n_devices", 2, MAX_DEVICES)
+    _integer(data["hidden"], f"{where}.hidden", 1, MAX_HIDDEN)
+    _integer(data["rounds"], f"{where}.rounds", 0, MAX_ROUNDS)
+    _integer(actions["levels"], f"{where}.actions.levels", 2, MAX_LEVELS)
+    for key in ("placement", "scheduling", "elite_bias"):
+        if not isinstance(actions[key], bool):
+            raise CheckpointError(
+                f"{where}.actions.{key}: must be true or false, got {describe(actions[key])}"
+            )
+    _choice(data["encoder"], ENCODERS, f"{where}.encoder")
+    _choice(data["aggregation"], ("mean", "add"), f"{where}.aggregation")
+    anchor = data.get("anchor")
+    for key, value in (("initial_mode_logit", data["initial_mode_logit"]), ("anchor", anchor)):
+        if value is None and key == "anchor":  # no anchor: the heads start from the mode logit
+            continue
+        if abs(_number(value, f"{where}.{key}")) > MAX_LOGIT:
+            raise CheckpointError(
+                f"{where}.{key}: must be in [-{MAX_LOGIT:g}, {MAX_LOGIT:g}], got {describe(value)}"
+            )
+    try:
+        return PolicyConfig(**{**data, "actions": ActionConfig(**actions), "anchor": anchor})
+    except ValueError as error:
+        raise CheckpointError(f"{where}: {error}") from None
+
+
+def _inner_search(value: Any, where: str) -> InnerSearch:
+    data = _exact_fields(value, where, [], [f.name for f in fields(InnerSearch)])
+    preset, kept = data.get("brkga"), data.get("kept")
+    if preset is not None and (
+        not isinstance(preset, str) or re.fullmatch(r"[a-z0-9][a-z0-9_-]*", preset) is None
+    ):
+        raise CheckpointError(f"{where}.brkga: must be a BRKGA preset name, got {describe(preset)}")
+    if kept is not None:
+        _integer(kept, f"{where}.kept", 1, 2**31 - 1)
+    try:
+        return InnerSearch(preset, kept)
+    except SolverError as error:
+        raise CheckpointError(f"{where}: {error}") from None
