@@ -777,39 +777,21 @@ def metis_partition(
     Returns:
         [n_ops] int32 device of each op.
     """
-    if n_devices < 1:
-        raise SolverError(f"devices must be an integer >= 1, got {n_devices}")
-    pins = _checked_pins(graph, n_devices, pinned)
-    weights = vertex_weights(graph, balance)
-    if n_devices == 1 or graph.n_ops == 0:
-        return np.zeros(graph.n_ops, dtype=np.int32)
-    xadj, adjncy, edge_weights = _metis_graph(graph)
-    if adjncy.size == 0 or graph.n_ops <= n_devices:
-        placement = _spread_by_weight(weights, pins, n_devices)
-    else:
-        total = float(weights.sum())
-        vertex_scale = _METIS_TOTAL_WEIGHT / total if total > 0 else 1.0
-        metis_weights = np.maximum(np.rint(weights * vertex_scale), 1).astype(np.int64)
+
+    def split(hypergraph: _Hypergraph, weights: np.ndarray, pins: np.ndarray) -> np.ndarray | None:
+        xadj, adjncy, edge_weights = _metis_graph(graph)
+        if adjncy.size == 0:
+            return None
         _, parts = pymetis.part_graph(
             n_devices,
             pymetis.CSRAdjacency(adj_starts=xadj, adjacent=adjncy),
-            vweights=metis_weights,
+            vweights=_integer_weights(weights),
             eweights=edge_weights,
             options=pymetis.Options(seed=seed, ufactor=max(1, round(1000 * imbalance))),
         )
-        placement = _relabel_to_pins(np.asarray(parts, dtype=np.int64), pins, n_devices)
-    placement = np.where(pins >= 0, pins, placement)
-    _refine_kway(
-        _hypergraph(graph),
-        weights,
-        placement,
-        pins,
-        n_devices,
-        imbalance,
-        np.random.default_rng(seed),
-        max_passes,
-    )
-    return placement.astype(np.int32)
+        return _relabel_to_pins(np.asarray(parts, dtype=np.int64), pins, n_devices)
+
+    return _partition(graph, n_devices, balance, seed, pinned, imbalance, max_passes, split)
 
 
 def _metis_graph(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -905,16 +887,10 @@ def hypergraph_partition(
     Returns:
         [n_ops] int32 device of each op.
     """
-    if n_devices < 1:
-        raise SolverError(f"devices must be an integer >= 1, got {n_devices}")
-    pins = _checked_pins(graph, n_devices, pinned)
-    weights = vertex_weights(graph, balance)
-    if n_devices == 1 or graph.n_ops == 0:
-        return np.zeros(graph.n_ops, dtype=np.int32)
-    hypergraph = _hypergraph(graph)
-    if hypergraph.net_weight.size == 0 or graph.n_ops <= n_devices:
-        placement = _spread_by_weight(weights, pins, n_devices)
-    else:
+
+    def split(hypergraph: _Hypergraph, weights: np.ndarray, pins: np.ndarray) -> np.ndarray | None:
+        if hypergraph.net_weight.size == 0:
+            return None
         import mtkahypar
 
         initializer = _kahypar_initializer()
@@ -926,8 +902,6 @@ def hypergraph_partition(
         mtkahypar.set_seed(seed)
         net_bytes = hypergraph.net_weight.astype(np.float64)
         net_scale = min(1.0, _METIS_TOTAL_WEIGHT / max(float(net_bytes.sum()), 1.0))
-        total = float(weights.sum())
-        vertex_scale = _METIS_TOTAL_WEIGHT / total if total > 0 else 1.0
         net_ptr = hypergraph.net_ptr.tolist()
         net_pin = hypergraph.net_pin.tolist()
         model = initializer.create_hypergraph(
@@ -935,13 +909,52 @@ def hypergraph_partition(
             graph.n_ops,
             len(net_ptr) - 1,
             [net_pin[net_ptr[net] : net_ptr[net + 1]] for net in range(len(net_ptr) - 1)],
-            np.maximum(np.rint(weights * vertex_scale), 1).astype(np.int64).tolist(),
+            _integer_weights(weights).tolist(),
             np.maximum(np.rint(net_bytes * net_scale), 1).astype(np.int64).tolist(),
         )
         if np.any(pins >= 0):
             model.add_fixed_vertices(pins.tolist(), n_devices)
         parts = model.partition(context)
-        placement = np.array([parts.block_id(op) for op in range(graph.n_ops)], dtype=np.int64)
+        return np.array([parts.block_id(op) for op in range(graph.n_ops)], dtype=np.int64)
+
+    return _partition(graph, n_devices, balance, seed, pinned, imbalance, max_passes, split)
+
+
+def _integer_weights(weights: np.ndarray) -> np.ndarray:
+    """[n_ops] int64 weights >= 1 summing to about `_METIS_TOTAL_WEIGHT`, for the partitioners."""
+    total = float(weights.sum())
+    scale = _METIS_TOTAL_WEIGHT / total if total > 0 else 1.0
+    return np.maximum(np.rint(weights * scale), 1).astype(np.int64)
+
+
+Split = Callable[[_Hypergraph, np.ndarray, np.ndarray], np.ndarray | None]
+"""A partitioner's core: (hypergraph, weights, pins) -> [n_ops] parts, or None to spread."""
+
+
+def _partition(
+    graph: Graph,
+    n_devices: int,
+    balance: Balance | np.ndarray,
+    seed: int,
+    pinned: np.ndarray | None,
+    imbalance: float,
+    max_passes: int,
+    split: Split,
+) -> np.ndarray:
+    """What METIS and Mt-KaHyPar runs share: checks, the trivial cases, pins and refinement.
+
+    Graphs a partitioner cannot split (no edges, or no more ops than devices) are spread by
+    weight instead; pinned ops are moved to their devices; the k-way pass restores balance.
+    """
+    if n_devices < 1:
+        raise SolverError(f"devices must be an integer >= 1, got {n_devices}")
+    pins = _checked_pins(graph, n_devices, pinned)
+    weights = vertex_weights(graph, balance)
+    if n_devices == 1 or graph.n_ops == 0:
+        return np.zeros(graph.n_ops, dtype=np.int32)
+    hypergraph = _hypergraph(graph)
+    parts = None if graph.n_ops <= n_devices else split(hypergraph, weights, pins)
+    placement = _spread_by_weight(weights, pins, n_devices) if parts is None else parts
     placement = np.where(pins >= 0, pins, placement)
     _refine_kway(
         hypergraph,
