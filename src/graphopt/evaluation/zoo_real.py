@@ -16,7 +16,6 @@ import csv
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from graphopt.datasets import ZooSource
 from graphopt.ir.graph import Graph
 from graphopt.optimize import DEFAULT_SECONDS
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
+from graphopt.solvers.regal import shipped_policy_path
 from graphopt.solvers.registry import make_solver
 
 ZOO_REAL = (
@@ -115,7 +115,7 @@ def run_zoo_real(
         for n_devices in devices:
             for objective in objectives:
                 names = [*BASELINES[objective], "auto"]
-                if _shipped_policy(objective, n_devices):
+                if shipped_policy_path("regal", objective.value, n_devices) is not None:
                     names.append("regal")
                 plan += [(graph, n_devices, objective, name) for name in names]
     runs = []
@@ -147,12 +147,6 @@ def run_zoo_real(
     if progress is not None:
         progress(len(plan), len(plan), "done")
     return runs
-
-
-def _shipped_policy(objective: Objective, n_devices: int) -> bool:
-    """Whether REGAL ships a policy for the objective and device count (`solvers.regal`)."""
-    name = f"regal-{objective.value}-d{n_devices}.pt"
-    return resources.files("graphopt.policies").joinpath(name).is_file()
 
 
 def _reference(objective: str) -> tuple[str, ...]:

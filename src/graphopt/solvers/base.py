@@ -164,22 +164,27 @@ class Problem:
         object.__setattr__(self, "pinned", pinned)
 
     @cached_property
+    def peak_memory_bound(self) -> int:
+        """Bytes some device holds in every solution (`bounds.peak_memory_lower_bound`)."""
+        from graphopt.solvers.bounds import peak_memory_lower_bound
+
+        return peak_memory_lower_bound(self.graph, self.machine.n_devices)
+
+    @cached_property
     def lower_bound(self) -> float:
         """A proven lower bound on the objective for any solution (`bounds`)."""
-        from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
+        from graphopt.solvers.bounds import makespan_lower_bound
 
         if self.objective is Objective.PEAK_MEMORY:
-            return float(peak_memory_lower_bound(self.graph, self.machine.n_devices))
+            return float(self.peak_memory_bound)
         return makespan_lower_bound(self.graph, self.machine)
 
     def check_capacity(self) -> None:
         """Raises InfeasibleError when the capacity is below the peak memory lower bound."""
-        from graphopt.solvers.bounds import peak_memory_lower_bound
-
         capacity = self.machine.capacity
         if capacity is None:
             return
-        bound = peak_memory_lower_bound(self.graph, self.machine.n_devices)
+        bound = self.peak_memory_bound
         if capacity < bound:
             raise InfeasibleError(
                 f"capacity {capacity:,} bytes per device is below the lower bound of {bound:,} "

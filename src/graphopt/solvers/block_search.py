@@ -31,7 +31,7 @@ from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
 from graphopt.solvers.device_orders import device_order_candidates
-from graphopt.solvers.events import events_from_op_order
+from graphopt.solvers.events import events_from_op_order, offer_op_order
 
 
 def module_blocks(graph: Graph) -> list[np.ndarray]:
@@ -158,9 +158,7 @@ class _Climb:
         self, placement: np.ndarray, op_order: np.ndarray
     ) -> tuple[tuple[int, float, int], np.ndarray]:
         """Scores the placement with the op order and lazy transfers, offers it; (key, peaks)."""
-        events = events_from_op_order(self.graph, placement, op_order, self.n_devices)
-        peaks, makespan, _ = self.problem.scorer.evaluate(placement, events)
-        self.tracker.offer(placement, events, peaks, makespan)
+        peaks, makespan = offer_op_order(self.problem, self.tracker, placement, op_order)
         excess, value = self.problem.fitness(peaks[None], np.array([makespan]))
         return (int(excess[0]), float(value[0]), int(peaks.sum())), peaks
 

@@ -17,7 +17,7 @@ instead, so the merge always ends in a valid order.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numba
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from graphopt.ir.graph import Graph
 from graphopt.solvers.base import Problem
 from graphopt.solvers.events import events_from_op_order
-from graphopt.solvers.memory_schedulers import PORTFOLIO
+from graphopt.solvers.memory_schedulers import PORTFOLIO, OrderFunction
 
 
 def merge_device_orders(
@@ -110,7 +110,11 @@ def _merge(
     return out
 
 
-def device_order_candidates(problem: Problem, placement: np.ndarray) -> Iterator[np.ndarray]:
+def device_order_candidates(
+    problem: Problem,
+    placement: np.ndarray,
+    known: Mapping[OrderFunction, np.ndarray] | None = None,
+) -> Iterator[np.ndarray]:
     """Op orders for a placement: every compiler order, then their per-device best merged.
 
     Each order of `PORTFOLIO` is scored with lazy transfers; the merged order gives each device
@@ -120,13 +124,18 @@ def device_order_candidates(problem: Problem, placement: np.ndarray) -> Iterator
     Args:
         problem: the problem (its scorer measures each device's peak).
         placement: [n_ops] device of each op.
+        known: orders of `PORTFOLIO` the caller already computed for this placement.
 
     Yields:
         [n_ops] int64 topological op orders.
     """
     graph, n_devices = problem.graph, problem.machine.n_devices
     placement = np.asarray(placement, dtype=np.int32)
-    orders = [schedule(graph, placement, n_devices) for schedule in PORTFOLIO]
+    known = known or {}
+    orders = [
+        known[schedule] if schedule in known else schedule(graph, placement, n_devices)
+        for schedule in PORTFOLIO
+    ]
     peaks = np.empty((len(orders), n_devices), dtype=np.int64)
     for k, op_order in enumerate(orders):
         yield op_order

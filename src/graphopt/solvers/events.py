@@ -119,6 +119,19 @@ def _events(
     return out[:n].copy(), -1
 
 
+def offer_op_order(
+    problem: Problem, tracker: Tracker, placement: np.ndarray, op_order: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """Scores one valid op order with lazy transfers and offers it; (peaks, makespan).
+
+    For searches that score many placements with one order and rank them themselves.
+    """
+    events = events_from_op_order(problem.graph, placement, op_order, problem.machine.n_devices)
+    peaks, makespan, _ = problem.scorer.evaluate(placement, events)
+    tracker.offer(placement, events, peaks, makespan)
+    return peaks, float(makespan)
+
+
 def offer_op_orders(
     problem: Problem,
     tracker: Tracker,

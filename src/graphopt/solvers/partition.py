@@ -1050,9 +1050,11 @@ def offer_partition(
 ) -> None:
     """Offers a placement with the DFS order and, when configured, every device order."""
     graph, n_devices = problem.graph, problem.machine.n_devices
-    orders: Iterable[np.ndarray] = [dfs_order(graph, placement, n_devices)]
+    depth_first = dfs_order(graph, placement, n_devices)
+    orders: Iterable[np.ndarray] = [depth_first]
     if config.device_orders:
-        orders = itertools.chain(orders, device_order_candidates(problem, placement))
+        others = device_order_candidates(problem, placement, {dfs_order: depth_first})
+        orders = itertools.chain(orders, others)
     offer_op_orders(problem, tracker, placement, orders, config.transfers)
 
 

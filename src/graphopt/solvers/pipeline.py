@@ -19,11 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
 from graphopt.solvers.device_orders import device_order_candidates
-from graphopt.solvers.events import events_from_op_order, offer_op_orders
+from graphopt.solvers.events import offer_op_order, offer_op_orders
 from graphopt.solvers.memory_schedulers import OrderFunction, dfs_order, graph_order, list_order
 from graphopt.solvers.partition import memory_weights
 
@@ -131,7 +130,9 @@ def _refine_cuts(
     def score(candidate: np.ndarray) -> tuple[int, float]:
         if candidate.tobytes() not in cache:
             placement = split_placement(op_order, candidate, pins)
-            cache[candidate.tobytes()] = _offer(problem, tracker, graph, placement, op_order)
+            peaks, makespan = offer_op_order(problem, tracker, placement, op_order)
+            excess, value = problem.fitness(peaks[None], np.array([makespan]))
+            cache[candidate.tobytes()] = (int(excess[0]), float(value[0]))
         return cache[candidate.tobytes()]
 
     best = score(cuts)
@@ -152,15 +153,3 @@ def _refine_cuts(
         if not improved:
             step //= 2
     return best, split_placement(op_order, cuts, pins)
-
-
-def _offer(
-    problem: Problem, tracker: Tracker, graph: Graph, placement: np.ndarray, op_order: np.ndarray
-) -> tuple[int, float]:
-    """Scores the split with lazy transfers, offers it and returns its ranking key."""
-    n_devices = problem.machine.n_devices
-    events = events_from_op_order(graph, placement, op_order, n_devices)
-    peaks, makespan, _ = problem.scorer.evaluate(placement, events)
-    tracker.offer(placement, events, peaks, makespan)
-    excess, value = problem.fitness(peaks[None], np.array([makespan]))
-    return int(excess[0]), float(value[0])
