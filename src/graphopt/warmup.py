@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from graphopt.costmodels.machine import Machine
 
-SHARED = ("xla-list", "xla-dfs", "xla-postorder", "critical-path", "heft")
-"""Solvers that use only the graph, scoring and event kernels, which every solver shares."""
+SHARED = ("xla-list", "xla-dfs", "xla-postorder", "critical-path", "heft", "inductor-lpmf")
+"""Solvers whose kernels every group uses: the graph, scoring and event kernels, and the
+memory-aware orders (LPMF) that the partition baselines also run on each device."""
 
 PARALLEL: dict[str, tuple[str, ...]] = {
     "brkga, memory schedulers, random search, cp-sat": (
         "brkga",
         "brkga-tuned",
-        "inductor-lpmf",
         "inductor-bfs",
         "inductor-dfs",
         "compiler-best",

@@ -76,6 +76,18 @@ def test_topological_order_and_critical_path_match_networkx(g: Graph) -> None:
     assert g.sinks.tolist() == [j for j in range(g.n_ops) if reference.out_degree(j) == 0]
 
 
+@settings(max_examples=200, deadline=None)
+@given(graphs(max_ops=80))
+def test_reachable_bits_match_networkx(g: Graph) -> None:
+    reference = _nx_ops(g)
+    for forward, expected in ((True, nx.descendants), (False, nx.ancestors)):
+        bits = g.reachable_bits(forward)
+        assert bits.shape == (g.n_ops, (g.n_ops + 63) // 64) and bits.dtype == np.uint64
+        unpacked = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, : g.n_ops]
+        for j in range(g.n_ops):
+            assert np.flatnonzero(unpacked[j]).tolist() == sorted(expected(reference, j))
+
+
 @settings(max_examples=100, deadline=None)
 @given(graphs())
 def test_networkx_round_trip(g: Graph) -> None:

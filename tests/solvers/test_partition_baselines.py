@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from brute_force import TooMany, all_scores
+from builders import graph as build_graph
+from builders import op, tensor
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
+from graphopt.solvers._reference import reference_forced_live_bytes
 from graphopt.solvers.base import Budget, InfeasibleError, Objective, Problem
-from graphopt.solvers.bounds import op_step_memory, peak_memory_lower_bound
+from graphopt.solvers.bounds import forced_live_bytes, op_step_memory, peak_memory_lower_bound
 from graphopt.solvers.cpsat import CPSATSolver
 from graphopt.solvers.device_orders import device_order_candidates, merge_device_orders
 from graphopt.solvers.partition import (
@@ -22,6 +28,7 @@ from graphopt.solvers.partition import (
 )
 from graphopt.solvers.pipeline import split_placement, stage_cuts
 from graphopt.solvers.registry import make_solver
+from strategies import graphs as graphs_strategy
 
 FAMILIES = ("layered", "erdos_renyi", "sbm", "watts_strogatz", "barabasi_albert")
 
@@ -167,6 +174,41 @@ def test_peak_memory_bound_is_below_exact_optima() -> None:
             assert bound >= op_step_memory(graph).max()
             met += bound == result.value
     assert met >= 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs_strategy(max_ops=40))
+def test_forced_live_bytes_match_their_plain_twin(graph: Graph) -> None:
+    assert forced_live_bytes(graph).tolist() == reference_forced_live_bytes(graph).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(graphs_strategy(max_ops=5), st.integers(1, 3))
+def test_peak_memory_bound_is_below_every_solution_of_tiny_graphs(graph: Graph, d: int) -> None:
+    """Every placement and valid order of a tiny graph, reference-scored, stays above the bound."""
+    try:
+        scored = all_scores(graph, Machine(n_devices=d), limit=5_000)
+    except TooMany:
+        return
+    assert peak_memory_lower_bound(graph, d) <= min(s.peak for s in scored)
+
+
+def test_forced_live_bytes_hold_a_training_steps_saved_activations() -> None:
+    """x -> a -> b -> loss, with a's output also read by its gradient after the loss: at the
+    loss's step a:0 is resident whatever the placement and order."""
+    g = build_graph(
+        [op("x"), op("a"), op("b"), op("loss"), op("grad")],
+        [
+            tensor("x:0", 10, "x", "a"),
+            tensor("a:0", 100, "a", "b", "grad"),
+            tensor("b:0", 10, "b", "loss"),
+            tensor("loss:0", 1, "loss", "grad"),
+        ],
+    )
+    assert forced_live_bytes(g).tolist() == [0, 0, 0, 100, 0]
+    assert peak_memory_lower_bound(g, 1) == 100 + 10 + 1
+    # On two devices a:0 may wait on the gradient's device, but b's step holds a:0 and b:0.
+    assert peak_memory_lower_bound(g, 2) == 100 + 10
 
 
 def test_one_device_bound_counts_every_persistent_byte() -> None:

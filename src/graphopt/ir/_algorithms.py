@@ -1,4 +1,4 @@
-"""numba kernels for graph algorithms on CSR arrays: topological order and critical path.
+"""numba kernels for graph algorithms on CSR arrays: topological order, critical path, reachability.
 
 Their plain twins are the networkx algorithms, used as oracles in the tests.
 """
@@ -72,3 +72,26 @@ def longest_path(
                 parent[j] = p
         finish[j] = best + weight[j]
     return finish, parent
+
+
+@numba.njit(cache=True)
+def reachable(n_ops: int, order: np.ndarray, ptr: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """[n_ops, ceil(n_ops / 64)] uint64 bit rows: the ops reachable from each op, not itself.
+
+    Args:
+        n_ops: number of ops.
+        order: [n_ops] a topological order of the direction followed (its reverse is visited,
+            so every op's neighbours are complete before the op).
+        ptr: [n_ops + 1] CSR offsets of each op's neighbour edges (with multiplicity).
+        other: [n_edges] the neighbour op of each edge.
+    """
+    words = (n_ops + 63) // 64
+    reach = np.zeros((n_ops, words), dtype=np.uint64)
+    for position in range(n_ops - 1, -1, -1):
+        op = order[position]
+        for k in range(ptr[op], ptr[op + 1]):
+            near = other[k]
+            reach[op, near >> 6] |= np.uint64(1) << np.uint64(near & 63)
+            for w in range(words):
+                reach[op, w] |= reach[near, w]
+    return reach

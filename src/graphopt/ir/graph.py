@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from graphopt.errors import GraphError
-from graphopt.ir._algorithms import longest_path, topological_order
+from graphopt.ir._algorithms import longest_path, reachable, topological_order
 from graphopt.limits import MAX_ITEMS, MAX_TOTAL_BYTES
 
 INDEX = np.int32
@@ -315,6 +315,20 @@ class Graph:
         """[n_ops] int64 ops in a deterministic topological order (Kahn, FIFO, sources by index)."""
         ptr, succ = self._successor_edges
         return _frozen(topological_order(self.n_ops, ptr, succ))
+
+    def reachable_bits(self, forward: bool) -> np.ndarray:
+        """Descendants (`forward`) or ancestors of every op, as bit rows.
+
+        Returns [n_ops, ceil(n_ops / 64)] uint64 whose row j has bit k set when op k is a
+        descendant (or ancestor) of op j. Not cached: it takes n_ops**2 / 8 bytes.
+        """
+        order = np.ascontiguousarray(self.topological_order)
+        if forward:
+            ptr, other = self._successor_edges
+        else:
+            ptr, other = self._predecessor_edges
+            order = order[::-1].copy()
+        return reachable(self.n_ops, order, ptr, other)
 
     @cached_property
     def _longest_paths(self) -> tuple[np.ndarray, np.ndarray]:

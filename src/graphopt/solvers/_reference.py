@@ -64,3 +64,27 @@ def reference_decode(
                 heapq.heappush(ready, (-priority(other), other))
                 queued.add(other)
     return Solution(placement, np.asarray(order, dtype=np.int64), d)
+
+
+def reference_forced_live_bytes(graph: Graph) -> np.ndarray:
+    """`bounds.forced_live_bytes` from plain ancestor sets.
+
+    For each op j: the bytes of non-persistent tensors that j neither reads nor makes, made by
+    an ancestor of j and read by a descendant of j.
+    """
+    ancestors: list[set[int]] = [set() for _ in range(graph.n_ops)]
+    for op in graph.topological_order.tolist():
+        for parent in graph.predecessors(op).tolist():
+            ancestors[op] |= ancestors[parent] | {parent}
+    forced = np.zeros(graph.n_ops, dtype=np.int64)
+    for j in range(graph.n_ops):
+        for tensor in range(graph.n_tensors):
+            consumers = graph.consumers(tensor).tolist()
+            if (
+                not graph.tensor_persistent[tensor]
+                and int(graph.tensor_producer[tensor]) in ancestors[j]
+                and j not in consumers
+                and any(j in ancestors[consumer] for consumer in consumers)
+            ):
+                forced[j] += int(graph.tensor_size[tensor])
+    return forced

@@ -11,12 +11,21 @@ the peak is at least min over P_x of the larger of the two, which `peak_memory_l
 takes for every op j, and the largest over j. With d = 1 it is P + A_j: every persistent byte
 plus an op's activations, which the one-device bound used to leave out.
 
+Values that must outlive j's step count too (`forced_live_bytes`): a tensor produced by an
+ancestor of j and read by a descendant of j is made before j's step and read after it, so at
+j's step some copy of it is resident: its producer's copy until its last reader there, and a
+transferred copy from its transfer to its last reader on the other device; one of the two spans
+j's step whichever comes first. These F_j bytes sit on some device, so they join the P bytes
+shared among the devices above. On a training step, j = the loss holds every activation saved
+for the backward pass, which the bound without them missed by half or more.
+
 Makespan (section 5): no schedule beats the critical path, nor the total runtime spread
 perfectly over the devices.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
@@ -40,6 +49,63 @@ def _persistent_step_bytes(graph: Graph) -> np.ndarray:
     return memory
 
 
+FORCED_LIVE_MAX_OPS = 16_384
+"""Largest graph whose forced live bytes are counted: two n x n bit matrices (64 MiB at this
+size) find every op's ancestors and descendants. Larger graphs get the bound without them."""
+
+
+@numba.njit(cache=True)
+def _forced_live(
+    ancestors: np.ndarray,
+    descendants: np.ndarray,
+    tensor_size: np.ndarray,
+    tensor_producer: np.ndarray,
+    tensor_persistent: np.ndarray,
+    consumer_ptr: np.ndarray,
+    consumer_op: np.ndarray,
+) -> np.ndarray:
+    """[n_ops] int64 F_j: bytes of non-persistent tensors made before and read after each op."""
+    n_ops, words = descendants.shape
+    forced = np.zeros(n_ops, dtype=np.int64)
+    between = np.zeros(words, dtype=np.uint64)
+    for tensor in range(tensor_size.shape[0]):
+        if tensor_persistent[tensor] or tensor_size[tensor] == 0:
+            continue
+        producer = tensor_producer[tensor]
+        between[:] = 0
+        for k in range(consumer_ptr[tensor], consumer_ptr[tensor + 1]):
+            consumer = consumer_op[k]
+            for w in range(words):
+                between[w] |= ancestors[consumer, w]
+        for k in range(consumer_ptr[tensor], consumer_ptr[tensor + 1]):
+            consumer = consumer_op[k]
+            between[consumer >> 6] &= ~(np.uint64(1) << np.uint64(consumer & 63))
+        for w in range(words):
+            word = between[w] & descendants[producer, w]
+            bit = 0
+            while word:
+                if word & np.uint64(1):
+                    forced[w * 64 + bit] += tensor_size[tensor]
+                word >>= np.uint64(1)
+                bit += 1
+    return forced
+
+
+def forced_live_bytes(graph: Graph) -> np.ndarray:
+    """[n_ops] F_j of the module docstring; zeros above `FORCED_LIVE_MAX_OPS` ops."""
+    if graph.n_ops > FORCED_LIVE_MAX_OPS or graph.n_ops == 0:
+        return np.zeros(graph.n_ops, dtype=np.int64)
+    return _forced_live(
+        graph.reachable_bits(forward=False),
+        graph.reachable_bits(forward=True),
+        graph.tensor_size,
+        graph.tensor_producer,
+        graph.tensor_persistent,
+        graph.consumer_ptr,
+        graph.consumer_op,
+    )
+
+
 def peak_memory_lower_bound(graph: Graph, n_devices: int = 1) -> int:
     """Bytes that some device holds at some step in every solution on `n_devices` devices.
 
@@ -50,11 +116,11 @@ def peak_memory_lower_bound(graph: Graph, n_devices: int = 1) -> int:
     step = op_step_memory(graph)
     held = _persistent_step_bytes(graph)
     rest = step - held
-    total = int(graph.tensor_size[graph.tensor_persistent].sum())
+    total = int(graph.tensor_size[graph.tensor_persistent].sum()) + forced_live_bytes(graph)
     if n_devices == 1:
-        return int(max(step.max(), total + rest.max()))
-    # P_x at which x + A_j meets (P - x) / (d - 1), in integers (sizes stay below 2**53, d below
-    # 2**10); below B_j the first term is B_j + A_j, the op's whole step.
+        return int(max(step.max(), (total + rest).max()))
+    # P_x at which x + A_j meets (P + F_j - x) / (d - 1), in integers (sizes stay below 2**53, d
+    # below 2**10); below B_j the first term is B_j + A_j, the op's whole step.
     balanced = total - (n_devices - 1) * rest >= n_devices * held
     bound = np.where(balanced, -((-(total + rest)) // n_devices), step)
     return int(max(step.max(), bound.max()))
