@@ -27,11 +27,11 @@ from graphopt.ir.generators import generate
 from graphopt.learning.actions import beta_parameters
 from graphopt.learning.batching import make_batch
 from graphopt.learning.features import compute_features
+from graphopt.learning.regal import Regal
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder
-from graphopt.solvers.regal import Regal
 
 
 def bench_size(n_ops: int, devices: int, objective: str, evaluations: int, repeats: int) -> dict:

@@ -44,11 +44,11 @@ from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.features import FeatureRun, node_feature_names
 from graphopt.learning.policy import greedy_actions
+from graphopt.learning.regal import shipped_policy_path
 from graphopt.learning.rollouts import EnvSpec, RolloutEnv, RolloutTask
 from graphopt.learning.train_regal import spread
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA, GeneDistributions
-from graphopt.solvers.regal import shipped_policy_path
 
 VARIANTS = ("policy", "oracle", "oracle schedule", "features")
 ORACLE_SEED = 5_000_000

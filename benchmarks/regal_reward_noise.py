@@ -32,9 +32,9 @@ from graphopt.datasets import Dataset
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.policy import greedy_actions, sample_actions
+from graphopt.learning.regal import shipped_policy_path
 from graphopt.learning.rollouts import EnvSpec, RolloutEnv, RolloutTask
 from graphopt.learning.train_regal import spread
-from graphopt.solvers.regal import shipped_policy_path
 
 
 def graph_noise(

@@ -22,7 +22,7 @@ import pytest
 
 from graphopt.datasets import Dataset, DatasetConfig, build_dataset
 from graphopt.learning.checkpoints import load_policy
-from graphopt.solvers.regal import shipped_policy_path
+from graphopt.learning.regal import shipped_policy_path
 
 ROOT = Path(__file__).parents[1]
 BENCHMARKS = ROOT / "benchmarks"

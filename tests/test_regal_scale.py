@@ -17,7 +17,7 @@ import torch
 from degenerate_graphs import empty, isolated, no_edges, one_op, only_persistent
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning import numpy_policy
+from graphopt.learning import numpy_policy, regal
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy, policy_record, save_checkpoint
@@ -25,10 +25,9 @@ from graphopt.learning.features import compute_features
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
 from graphopt.learning.records import FORMAT
-from graphopt.solvers import regal
+from graphopt.learning.regal import PHASES, Regal, RegalConfig, shipped_policy_path, timed_solve
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
-from graphopt.solvers.regal import PHASES, Regal, RegalConfig, shipped_policy_path, timed_solve
 
 ROOT = Path(__file__).parents[1]
 GRAPHS = [("layered", 40, 1), ("erdos_renyi", 70, 2), ("sbm", 120, 3), ("layered", 300, 4)]

@@ -80,10 +80,4 @@ def optimize(
         seconds = DEFAULT_SECONDS
     budget = Budget(evaluations=evaluations, seconds=seconds)
     problem = Problem(graph, machine, objective, pins_from_names(graph, pins or {}))
-    if policy is None:
-        chosen = make_solver(solver)
-    else:
-        from graphopt.solvers.regal import learned_solver
-
-        chosen = learned_solver(solver, policy)
-    return chosen.solve(problem, budget, seed, initial, progress)
+    return make_solver(solver, policy).solve(problem, budget, seed, initial, progress)

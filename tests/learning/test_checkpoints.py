@@ -7,8 +7,8 @@ from graphopt.learning.checkpoints import (
     policy_record,
     save_checkpoint,
 )
+from graphopt.learning.envs.regal import InnerSearch
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
-from graphopt.solvers.regal import InnerSearch
 
 
 def _saved(path, devices=2, objective="peak-memory", **changes):

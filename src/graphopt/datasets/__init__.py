@@ -6,16 +6,9 @@ splits as memory-mapped archives with a manifest and a dataset card; `Dataset.op
 lazily. `DEFAULT_CONFIG` is the shipped config of a few thousand graphs.
 """
 
-from graphopt.datasets.build import (
-    CARD,
-    DEFAULT_CONFIG,
-    DatasetConfig,
-    SyntheticSource,
-    ZooSource,
-    assign_splits,
-    build_dataset,
-    derive_seed,
-)
+from graphopt.datasets.build import assign_splits, build_dataset, derive_seed
+from graphopt.datasets.card import CARD
+from graphopt.datasets.config import DEFAULT_CONFIG, DatasetConfig, SyntheticSource, ZooSource
 from graphopt.datasets.store import FORMAT, MANIFEST, SPLITS, Dataset, read_manifest
 
 __all__ = [

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from graphopt._messages import describe, reason, record_fields
+from graphopt.datasets.config import DatasetConfig
 from graphopt.errors import GraphError, GraphoptError
 from graphopt.ir.graph import GRAPH_FIELDS, OP_FIELDS, TENSOR_FIELDS, Graph
 from graphopt.ir.io import graph_from_json, graph_to_json
@@ -726,8 +727,6 @@ def _check_manifest(directory: Path, manifest: Any) -> dict[str, Any]:
 
     The config must be one `DatasetConfig` reads back unchanged (no field left to a default).
     """
-    from graphopt.datasets.build import DatasetConfig  # build imports this module
-
     manifest = record_fields(manifest, "manifest", _MANIFEST_KEYS)
     _text(manifest["name"], "name")
     _text(manifest["graphopt_version"], "graphopt_version")

@@ -28,6 +28,7 @@ import torch
 
 from graphopt._messages import describe, reason
 from graphopt.learning.batching import make_batch
+from graphopt.learning.envs.regal import InnerSearch
 from graphopt.learning.features import FEATURE_SET, GraphFeatures, node_feature_names
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
 from graphopt.learning.records import (  # noqa: F401 (the field checks live there, torch-free)
@@ -52,7 +53,6 @@ from graphopt.learning.records import (  # noqa: F401 (the field checks live the
     check_envelope,
     policy_fields,
 )
-from graphopt.solvers.regal import InnerSearch
 
 _ADAM_STATE = ("step", "exp_avg", "exp_avg_sq")
 _ROUNDING = 1e-5  # float32 rounding allowed on Adam's moment bounds

@@ -20,11 +20,11 @@ from typing import Any
 from graphopt._messages import describe, reason, record_fields
 from graphopt.errors import GraphoptError
 from graphopt.learning.actions import ActionConfig
+from graphopt.learning.envs.regal import SEARCHES, InnerSearch
 from graphopt.learning.features import FEATURE_SET, node_feature_names
 from graphopt.learning.policy_config import ENCODERS, PolicyConfig
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
-from graphopt.solvers.regal import SEARCHES, InnerSearch
 
 FORMAT = "graphopt.regal-policy/1"
 

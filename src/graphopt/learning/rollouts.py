@@ -24,11 +24,12 @@ from graphopt.costmodels.machine import Machine
 from graphopt.datasets import Dataset
 from graphopt.errors import GraphoptError
 from graphopt.learning.actions import ActionConfig, gene_distributions
+from graphopt.learning.envs.regal import InnerSearch
 from graphopt.learning.features import FeatureRun, GraphFeatures, compute_features
+from graphopt.learning.regal import RegalConfig, random_sampling
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder
-from graphopt.solvers.regal import InnerSearch, RegalConfig, random_sampling
 
 if TYPE_CHECKING:
     from graphopt.learning.checkpoints import TrainedPolicy
@@ -151,7 +152,7 @@ class RolloutEnv:
         """The best objective value of the search steered by the task's actions.
 
         The feature run's evaluations count inside the task's budget and its best solution
-        counts as found, as in the solver (`graphopt.solvers.regal`).
+        counts as found, as in the solver (`graphopt.learning.regal`).
         """
         problem, run = self.feature_run(task.split, task.index)
         decoder = RandomKeyDecoder(problem)

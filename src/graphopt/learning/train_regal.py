@@ -47,6 +47,7 @@ from graphopt.learning.checkpoints import (
     read_run_checkpoint,
     save_checkpoint,
 )
+from graphopt.learning.envs.regal import InnerSearch
 from graphopt.learning.features import FEATURE_EVALUATIONS
 from graphopt.learning.policy import (
     PolicyConfig,
@@ -59,7 +60,6 @@ from graphopt.learning.policy import (
 from graphopt.learning.rollouts import EnvSpec, Prepared, RolloutTask, make_rollouts
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
-from graphopt.solvers.regal import InnerSearch
 
 CONFIGS = Path(__file__).parent / "configs"
 """Shipped training configs (`graphopt train regal NAME` finds them by name)."""

@@ -1,6 +1,8 @@
 """Every solver by name, for the CLI, the benchmarks and `graphopt.optimize`.
 
-Modules are imported on first use, so that naming a solver does not import OR-Tools or pymetis.
+Modules are imported on first use, so that naming a solver does not import OR-Tools or pymetis,
+and so that the learned solvers, which live with the learning code (`graphopt.learning`), load by
+name without any module of `solvers/` importing `learning/`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ class SolverEntry(NamedTuple):
 
     module: str
     factory: str
-    """Called with no argument, it returns the solver."""
+    """Called with no argument, it returns the solver; a learned one also takes `policy`."""
     description: str
+    learned: bool = False
+    """Steered by a trained policy, whose checkpoint a user may pass instead of the shipped one."""
 
 
 SOLVERS: dict[str, SolverEntry] = {
@@ -128,19 +132,22 @@ SOLVERS: dict[str, SolverEntry] = {
         "random placements and random valid orders",
     ),
     "regal": SolverEntry(
-        "graphopt.solvers.regal",
+        "graphopt.learning.regal",
         "regal",
         "REGAL: shipped GNN policy's Beta distributions steering BRKGA, zero-shot (paper 001)",
+        learned=True,
     ),
     "gas": SolverEntry(
-        "graphopt.solvers.regal",
+        "graphopt.learning.regal",
         "gas",
         "GAS: shipped graph-as-sequence LSTM policy steering BRKGA (paper 001 baseline)",
+        learned=True,
     ),
     "idrs": SolverEntry(
-        "graphopt.solvers.regal",
+        "graphopt.learning.regal",
         "idrs",
         "IDRS: REGAL's distributions sampled at random, no evolution (paper 000 baseline)",
+        learned=True,
     ),
     "cp-sat": SolverEntry(
         "graphopt.solvers.cpsat",
@@ -157,13 +164,17 @@ def check_solver(name: str) -> None:
         raise SolverError(f"unknown solver {name!r}; valid solvers: {', '.join(SOLVERS)}")
 
 
-def make_solver(name: str) -> Solver:
-    """The solver registered under `name`.
+def make_solver(name: str, policy: str | None = None) -> Solver:
+    """The solver registered under `name`, steered by the checkpoint at `policy` if given.
 
     Raises:
-        SolverError: for an unknown name, listing the valid ones.
+        SolverError: for an unknown name, listing the valid ones, or a policy for a solver
+            that takes none.
     """
     check_solver(name)
     entry = SOLVERS[name]
-    make: Callable[[], Solver] = getattr(importlib.import_module(entry.module), entry.factory)
-    return make()
+    if policy is not None and not entry.learned:
+        learned = ", ".join(n for n, e in SOLVERS.items() if e.learned)
+        raise SolverError(f"a policy file applies to the learned solvers {learned}, not {name!r}")
+    make: Callable[..., Solver] = getattr(importlib.import_module(entry.module), entry.factory)
+    return make() if policy is None else make(policy=policy)

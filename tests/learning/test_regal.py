@@ -6,10 +6,12 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.checkpoints import policy_record, save_checkpoint
+from graphopt.learning.envs.regal import InnerSearch
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.learning.regal import Regal, RegalConfig, shipped_policies
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Problem, SolverError
-from graphopt.solvers.regal import InnerSearch, Regal, RegalConfig, learned_solver
+from graphopt.solvers.registry import make_solver
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +106,7 @@ def test_no_shipped_policy_for_three_devices() -> None:
 
 def test_policy_option_needs_a_learned_solver(policy_file) -> None:
     with pytest.raises(SolverError, match="learned solvers"):
-        learned_solver("brkga", policy_file)
+        make_solver("brkga", policy_file)
     result = optimize(
         generate("layered", 20, seed=0),
         Machine(n_devices=2),
@@ -126,8 +128,6 @@ def test_a_graph_ten_times_larger_than_training_graphs_runs(policy_file) -> None
 @pytest.mark.parametrize("solver", ["regal", "gas", "idrs"])
 @pytest.mark.parametrize("objective", ["peak-memory", "makespan"])
 def test_shipped_policies_run_zero_shot(solver, objective) -> None:
-    from graphopt.solvers.regal import shipped_policies
-
     assert {"regal-peak-memory-d2.pt", "regal-makespan-d2.pt"} <= set(shipped_policies())
     graph = generate("sbm", 120, seed=11)
     result = optimize(graph, Machine(n_devices=2), objective, solver=solver, evaluations=1000)

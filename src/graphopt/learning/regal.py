@@ -23,11 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from graphopt.ir.solution import Solution
+from graphopt.learning.envs.regal import SEARCHES
+from graphopt.learning.features import build_features, feature_population
+from graphopt.learning.numpy_policy import NumpyPolicy
+from graphopt.learning.numpy_policy import load as load_numpy_policy
+from graphopt.learning.numpy_policy import predict_genes as predict_numpy_genes
 from graphopt.solvers.base import (
     Budget,
     BudgetExhausted,
@@ -38,55 +43,16 @@ from graphopt.solvers.base import (
     Tracker,
 )
 from graphopt.solvers.beta_tables import BetaSampler
-from graphopt.solvers.brkga import BRKGA, BRKGAConfig, FinalPopulation, GeneDistributions
+from graphopt.solvers.brkga import GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
-SEARCHES = ("brkga", "random")
+if TYPE_CHECKING:  # torch: imported only when a policy needs it (seconds)
+    from graphopt.learning.checkpoints import TrainedPolicy
 
 PHASES = ("policy", "feature_run", "features", "inference", "search")
 """What a learned solver's run spends its time on, in order (`timed_solve`): finding and loading
 the policy (imports included), the uniform feature run, building the features from its
 population, the policy's inference (distributions included), and the search that follows."""
-
-
-@dataclass(frozen=True)
-class InnerSearch:
-    """How BRKGA continues after the feature run (a policy is trained for one of these).
-
-    Attributes:
-        brkga: name of a BRKGA preset (`BRKGAConfig.preset`, chosen for the objective), or
-            None for paper 001's hyper-parameters (population 100, 10 elites, 80 children).
-        kept: how many of the feature run's best chromosomes start the search; the rest of
-            the first population is sampled from the policy's distributions (None: keep
-            the whole last population).
-    """
-
-    brkga: str | None = None
-    kept: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.brkga is not None:
-            BRKGAConfig.preset(self.brkga)
-        if self.kept is not None and self.kept < 1:
-            raise SolverError(f"kept must be >= 1 (or None for all), got {self.kept}")
-
-    def config(self, objective: str) -> BRKGAConfig:
-        """The BRKGA hyper-parameters for an objective."""
-        return BRKGAConfig() if self.brkga is None else BRKGAConfig.preset(self.brkga, objective)
-
-    def evolve(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        genes: GeneDistributions,
-        feature_run: FinalPopulation,
-        initial: Sequence[Solution] = (),
-    ) -> None:
-        """BRKGA with the policy's distributions, from the feature run's best members."""
-        kept = feature_run if self.kept is None else feature_run.best(self.kept)
-        config = self.config(problem.objective.value)
-        BRKGA(config, genes=genes).evolve(problem, tracker, rng, initial, resume=kept)
 
 
 @dataclass(frozen=True)
@@ -129,15 +95,13 @@ always runs the torch policy (the reference path; results are the same either wa
 
 
 @cache
-def _load_numpy(path: str, objective: str, n_devices: int) -> Any:
+def _load_numpy(path: str, objective: str, n_devices: int) -> NumpyPolicy | None:
     """A shipped policy read for numpy inference once per process, or None (torch loads it)."""
-    from graphopt.learning.numpy_policy import load
-
-    return load(path, objective, n_devices)
+    return load_numpy_policy(path, objective, n_devices)
 
 
 @cache
-def _load(path: str, objective: str, n_devices: int) -> Any:
+def _load(path: str, objective: str, n_devices: int) -> TrainedPolicy:
     """A policy loaded once per process and reused by every solve (a compiler's setting)."""
     from graphopt.learning.checkpoints import load_policy
 
@@ -180,7 +144,7 @@ class Regal(Solver):
         """The config fields."""
         return dict(vars(self.config))
 
-    def policy(self, problem: Problem) -> Any:
+    def policy(self, problem: Problem) -> TrainedPolicy:
         """The TrainedPolicy for this problem's objective and device count.
 
         Raises:
@@ -203,7 +167,7 @@ class Regal(Solver):
         except CheckpointError as error:
             raise SolverError(str(error)) from None
 
-    def numpy_policy(self, problem: Problem) -> Any:
+    def numpy_policy(self, problem: Problem) -> NumpyPolicy | None:
         """The shipped policy for numpy inference (`graphopt.learning.numpy_policy`), or None.
 
         None unless `NUMPY_INFERENCE` is set, the policy is the shipped one (a user's file is
@@ -234,8 +198,6 @@ class Regal(Solver):
         # The torch policy is loaded before the feature run: a refusal takes no evaluations.
         policy = self.policy(problem) if fast is None else None
         settings = fast if fast is not None else policy
-        from graphopt.learning.features import build_features, feature_population
-
         clock.lap("policy")
         population = feature_population(problem, tracker, rng, settings.feature_evaluations)
         clock.lap("feature_run")
@@ -245,9 +207,7 @@ class Regal(Solver):
         decoder = RandomKeyDecoder(problem)
         genes = None
         if fast is not None:
-            from graphopt.learning.numpy_policy import predict_genes as numpy_genes
-
-            genes = numpy_genes(fast, feature_run.features, decoder)
+            genes = predict_numpy_genes(fast, feature_run.features, decoder)
         if genes is None:
             from graphopt.learning.inference import predict_genes
 
@@ -304,30 +264,16 @@ def shipped_policies() -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".pt"))
 
 
-def regal() -> Regal:
-    """REGAL with its shipped message-passing policy."""
-    return Regal(RegalConfig(method="regal"))
+def regal(policy: str | None = None) -> Regal:
+    """REGAL with its shipped message-passing policy, or the checkpoint at `policy`."""
+    return Regal(RegalConfig(method="regal", policy=policy))
 
 
-def gas() -> Regal:
-    """GAS: the shipped graph-as-sequence (LSTM) policy steering BRKGA."""
-    return Regal(RegalConfig(method="gas"))
+def gas(policy: str | None = None) -> Regal:
+    """GAS: the shipped graph-as-sequence (LSTM) policy (or `policy`) steering BRKGA."""
+    return Regal(RegalConfig(method="gas", policy=policy))
 
 
-def idrs() -> Regal:
-    """IDRS: REGAL's shipped policy's distributions, sampled at random instead of evolved."""
-    return Regal(RegalConfig(method="regal", search="random"), name="idrs")
-
-
-def learned_solver(name: str, policy: str) -> Regal:
-    """The learned solver `name` (regal, gas or idrs) with the policy checkpoint at `policy`.
-
-    Raises:
-        SolverError: `name` is not a learned solver.
-    """
-    searches = {"regal": "brkga", "gas": "brkga", "idrs": "random"}
-    if name not in searches:
-        raise SolverError(
-            f"a policy file applies to the learned solvers {', '.join(searches)}, not {name!r}"
-        )
-    return Regal(RegalConfig(method=name, policy=policy, search=searches[name]), name=name)
+def idrs(policy: str | None = None) -> Regal:
+    """IDRS: REGAL's distributions (or `policy`'s), sampled at random instead of evolved."""
+    return Regal(RegalConfig(method="regal", policy=policy, search="random"), name="idrs")

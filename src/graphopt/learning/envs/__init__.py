@@ -1,0 +1,1 @@
+"""Environments: the problem a learned policy acts on, one module per system."""

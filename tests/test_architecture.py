@@ -1,0 +1,127 @@
+"""The package's layering (docs/architecture.md): no import cycles, and each layer imports only
+the layers below it (so nothing in `ir/`, `costmodels/` or `solvers/` imports `learning/`).
+
+Every import counts, including those inside functions and under `TYPE_CHECKING`: an import that
+is hidden in a function still makes the two modules depend on each other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+import graphopt
+
+PACKAGE = Path(graphopt.__file__).parent
+BASE = {"graphopt", "errors", "_messages", "limits", "progress"}
+"""Modules every layer may import: errors, messages, limits, progress bars, the version."""
+_MODELS = BASE | {"ir", "costmodels"}
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "_messages": {"errors"},
+    "limits": set(),
+    "progress": set(),
+    "ir": BASE,
+    "costmodels": BASE | {"ir"},
+    "importers": _MODELS,
+    "solvers": _MODELS,
+    "optimize": _MODELS | {"solvers"},
+    "datasets": _MODELS | {"importers"},
+    "learning": _MODELS | {"importers", "solvers", "datasets"},
+    "api": _MODELS | {"importers", "solvers", "optimize"},
+    "warmup": _MODELS | {"solvers", "optimize"},
+    "evaluation": _MODELS | {"importers", "solvers", "optimize", "datasets", "learning"},
+    "cli": _MODELS
+    | {"importers", "solvers", "optimize", "datasets", "learning", "evaluation", "warmup"},
+    "__main__": {"cli"},
+}
+"""Layer (the first name under `graphopt`) -> the other layers it may import."""
+
+
+def _module_name(path: Path) -> str:
+    parts = ("graphopt", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _imports() -> nx.DiGraph:
+    """module -> graphopt module it imports (a `from pkg import name` names `pkg.name` when
+    that is a module, else `pkg`)."""
+    files = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(files)
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(module, path.name == "__init__.py", node)
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
+                    for alias in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target.startswith("graphopt") and target != module:
+                    graph.add_edge(module, target)
+    return graph
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_walk_sees_imports_inside_functions() -> None:
+    imports = _imports()
+    assert imports.number_of_nodes() > 50
+    assert imports.has_edge("graphopt.optimize", "graphopt.solvers.registry")
+    assert imports.has_edge("graphopt.ir.graph", "graphopt.ir._algorithms")
+
+
+def test_no_import_cycles() -> None:
+    imports = _imports()
+    # A package's __init__ re-exporting its modules is not a cycle of design: drop the edges
+    # from a package to its own modules before looking for cycles.
+    own = [(a, b) for a, b in imports.edges if _within(b, a)]
+    imports.remove_edges_from(own)
+    cycles = [sorted(c) for c in nx.strongly_connected_components(imports) if len(c) > 1]
+    assert cycles == []
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[1] if "." in module else "graphopt"
+
+
+def test_every_module_belongs_to_a_known_layer() -> None:
+    layers = {_layer(module) for module in _imports().nodes} - {"graphopt", "policies"}
+    assert layers <= set(ALLOWED)
+
+
+def test_layers_import_only_the_layers_below_them() -> None:
+    upward = [
+        (a, b)
+        for a, b in _imports().edges
+        if _layer(a) != _layer(b) and _layer(a) in ALLOWED and _layer(b) not in ALLOWED[_layer(a)]
+    ]
+    assert upward == []
+
+
+def test_library_layers_do_not_import_learning() -> None:
+    assert not any(
+        _within(b, "graphopt.learning")
+        for a, b in _imports().edges
+        if _layer(a) in ("ir", "costmodels", "solvers")
+    )
