@@ -42,10 +42,10 @@ from graphopt.datasets import Dataset
 from graphopt.evaluation.metrics import mean_with_ci
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
+from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
 from graphopt.learning.features import FeatureRun, node_feature_names
 from graphopt.learning.policy import greedy_actions
 from graphopt.learning.regal import shipped_policy_path
-from graphopt.learning.rollouts import EnvSpec, RolloutEnv, RolloutTask
 from graphopt.learning.train_regal import spread
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA, GeneDistributions
@@ -220,7 +220,7 @@ def main() -> None:
         )
     if not 0 <= args.variance < actions.levels:
         parser.error(f"--variance must be a level in [0, {actions.levels - 1}]")
-    env = RolloutEnv(EnvSpec.for_policy(str(args.dataset), policy))
+    env = RolloutEnv(policy.env_spec(str(args.dataset)))
     counts = Dataset.open(args.dataset, args.split).op_counts
     eligible = np.flatnonzero(counts <= args.max_ops)
     picks = spread(eligible, args.graphs)

@@ -31,9 +31,9 @@ from rich.table import Table
 from graphopt.datasets import Dataset
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
+from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
 from graphopt.learning.policy import greedy_actions, sample_actions
 from graphopt.learning.regal import shipped_policy_path
-from graphopt.learning.rollouts import EnvSpec, RolloutEnv, RolloutTask
 from graphopt.learning.train_regal import spread
 
 
@@ -75,7 +75,7 @@ def main() -> None:
     policy = load_policy(
         args.policy or shipped_policy_path("regal", args.objective, 2), args.objective, 2
     )
-    env = RolloutEnv(EnvSpec.for_policy(str(args.dataset), policy))
+    env = RolloutEnv(policy.env_spec(str(args.dataset)))
     counts = Dataset.open(args.dataset, "train").op_counts
     eligible = np.flatnonzero(counts <= args.max_ops)
     picks = spread(eligible, args.graphs)

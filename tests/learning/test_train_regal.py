@@ -2,6 +2,7 @@ import csv
 import json
 import math
 import time
+from functools import partial
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from graphopt.learning.checkpoints import load_policy, read_checkpoint
-from graphopt.learning.rollouts import RolloutEnv
+from graphopt.learning.envs.regal import RolloutEnv
 from graphopt.learning.train_regal import TrainConfig, TrainingError, spread, train
 
 TINY = dict(
@@ -158,17 +159,20 @@ def test_config_files(tmp_path) -> None:
 def test_ray_local_mode_gives_the_same_rollouts(toy_dataset) -> None:
     ray = pytest.importorskip("ray")
     from graphopt.learning.actions import ActionConfig
-    from graphopt.learning.rollouts import EnvSpec, RayRollouts, SerialRollouts
+    from graphopt.learning.envs.regal import EnvSpec, RolloutEnv
+    from graphopt.learning.workers import RayWorkers, SerialWorkers
 
-    spec = EnvSpec(str(toy_dataset), 2, "makespan", "brkga", 100, ActionConfig())
+    factory = partial(
+        RolloutEnv, EnvSpec(str(toy_dataset), 2, "makespan", "brkga", 100, ActionConfig())
+    )
     items = [("train", i, 300, 1) for i in range(3)]
-    pool = RayRollouts(spec, "local", 2)
+    pool = RayWorkers(factory, "local", 2)
     try:
-        remote = pool.map("prepare", items)
+        remote = pool.map(RolloutEnv.prepare, items)
     finally:
         pool.close()
         ray.shutdown()
-    local = SerialRollouts(spec).map("prepare", items)
+    local = SerialWorkers(factory).map(RolloutEnv.prepare, items)
     assert [p.reference for p in remote] == [p.reference for p in local]
     for a, b in zip(remote, local, strict=True):
         assert (a.features.node == b.features.node).all()

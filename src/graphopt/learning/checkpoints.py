@@ -28,7 +28,7 @@ import torch
 
 from graphopt._messages import describe, reason
 from graphopt.learning.batching import make_batch
-from graphopt.learning.envs.regal import InnerSearch
+from graphopt.learning.envs.regal import EnvSpec, InnerSearch
 from graphopt.learning.features import FEATURE_SET, GraphFeatures, node_feature_names
 from graphopt.learning.policy import PolicyConfig, RegalPolicy
 from graphopt.learning.records import (  # noqa: F401 (the field checks live there, torch-free)
@@ -83,6 +83,18 @@ class TrainedPolicy:
     def config(self) -> PolicyConfig:
         """The network's shape."""
         return self.network.config
+
+    def env_spec(self, dataset: str) -> EnvSpec:
+        """The environment this policy was trained in, on a built dataset."""
+        return EnvSpec(
+            dataset,
+            self.config.n_devices,
+            self.objective,
+            self.search,
+            self.feature_evaluations,
+            self.config.actions,
+            self.inner,
+        )
 
 
 def policy_record(

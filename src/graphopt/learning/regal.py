@@ -28,22 +28,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.learning.envs.regal import SEARCHES
+from graphopt.learning.envs.regal import RANDOM_BATCH, SEARCHES, steered_search
 from graphopt.learning.features import build_features, feature_population
 from graphopt.learning.numpy_policy import NumpyPolicy
 from graphopt.learning.numpy_policy import load as load_numpy_policy
 from graphopt.learning.numpy_policy import predict_genes as predict_numpy_genes
 from graphopt.solvers.base import (
     Budget,
-    BudgetExhausted,
     Problem,
     Result,
     Solver,
     SolverError,
     Tracker,
 )
-from graphopt.solvers.beta_tables import BetaSampler
-from graphopt.solvers.brkga import GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
 if TYPE_CHECKING:  # torch: imported only when a policy needs it (seconds)
@@ -72,7 +69,7 @@ class RegalConfig:
     policy: str | None = None
     search: str = "brkga"
     greedy: bool = True
-    population_size: int = 100
+    population_size: int = RANDOM_BATCH
 
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
@@ -214,10 +211,17 @@ class Regal(Solver):
             policy = policy or self.policy(problem)
             genes = predict_genes(policy, feature_run.features, decoder, self.config.greedy, rng)
         clock.lap("inference")
-        if self.config.search == "brkga":
-            settings.inner.evolve(problem, tracker, rng, genes, feature_run.population, initial)
-        else:
-            random_sampling(decoder, genes, tracker, rng, self.config.population_size)
+        steered_search(
+            self.config.search,
+            settings.inner,
+            decoder,
+            tracker,
+            rng,
+            genes,
+            feature_run.population,
+            initial,
+            self.config.population_size,
+        )
         clock.lap("search")
         tracker.check()
 
@@ -236,26 +240,6 @@ def timed_solve(
     finally:
         del solver.clock
     return result, seconds
-
-
-def random_sampling(
-    decoder: RandomKeyDecoder,
-    genes: GeneDistributions,
-    tracker: Tracker,
-    rng: np.random.Generator,
-    batch: int,
-) -> None:
-    """IDRS: chromosomes drawn gene by gene from the distributions until the budget is spent."""
-    genes.check(decoder.n_genes)
-    sample = BetaSampler(genes.alpha, genes.beta, rng)
-    while True:
-        decoded = decoder.evaluate(sample(min(batch, tracker.remaining)), reuse=True)
-        try:
-            tracker.offer_population(
-                decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
-            )
-        except BudgetExhausted:
-            return
 
 
 def shipped_policies() -> list[str]:

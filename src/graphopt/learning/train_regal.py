@@ -25,6 +25,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from graphopt.learning.checkpoints import (
     read_run_checkpoint,
     save_checkpoint,
 )
-from graphopt.learning.envs.regal import InnerSearch
+from graphopt.learning.envs.regal import EnvSpec, InnerSearch, Prepared, RolloutEnv, RolloutTask
 from graphopt.learning.features import FEATURE_EVALUATIONS
 from graphopt.learning.policy import (
     PolicyConfig,
@@ -57,7 +58,7 @@ from graphopt.learning.policy import (
     log_probability,
     sample_actions,
 )
-from graphopt.learning.rollouts import EnvSpec, Prepared, RolloutTask, make_rollouts
+from graphopt.learning.workers import Workers, make_workers
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
 
@@ -385,7 +386,7 @@ def train(
         config.policy.actions,
         config.inner,
     )
-    rollouts = make_rollouts(spec, config.workers, ray_address)
+    rollouts = make_workers(partial(RolloutEnv, spec), config.workers, ray_address)
     # purge_step hides what a killed run logged after its last checkpoint (steps > state.step).
     board = SummaryWriter(run_dir / "tensorboard", purge_step=state.step + 1 if resume else None)
     try:
@@ -446,7 +447,12 @@ def spread(ids: np.ndarray, count: int) -> np.ndarray:
 
 
 def _prepare(
-    rollouts: Any, dataset: Path, split: str, ids: np.ndarray, evaluations: int, config: TrainConfig
+    rollouts: Workers[RolloutEnv],
+    dataset: Path,
+    split: str,
+    ids: np.ndarray,
+    evaluations: int,
+    config: TrainConfig,
 ) -> dict[int, Prepared]:
     """Features and uniform-BRKGA references of the graphs, computed in the workers.
 
@@ -468,11 +474,11 @@ def _prepare(
             known = dict(zip(stored["index"].tolist(), stored["reference"].tolist(), strict=True))
     missing = [int(i) for i in ids if int(i) not in known]
     computed = rollouts.map(
-        "prepare", [(split, i, evaluations, config.reference_seeds) for i in missing]
+        RolloutEnv.prepare, [(split, i, evaluations, config.reference_seeds) for i in missing]
     )
     prepared = dict(zip(missing, computed, strict=True))
     cached = [int(i) for i in ids if int(i) in known]
-    features = rollouts.map("features", [(split, i) for i in cached])
+    features = rollouts.map(RolloutEnv.features, [(split, i) for i in cached])
     prepared.update({i: Prepared(f, known[i]) for i, f in zip(cached, features, strict=True)})
     if missing:
         known.update({i: p.reference for i, p in prepared.items()})
@@ -488,7 +494,7 @@ def _step(
     config: TrainConfig,
     network: RegalPolicy,
     optimizer: torch.optim.Optimizer,
-    rollouts: Any,
+    rollouts: Workers[RolloutEnv],
     train_ids: np.ndarray,
     train_set: dict[int, Prepared],
     step: int,
@@ -517,7 +523,7 @@ def _step(
         for actions in samples
         for g, index in enumerate(chosen)
     ]
-    values = np.asarray(rollouts.map("rollout", tasks), dtype=np.float64)
+    values = np.asarray(rollouts.map(RolloutEnv.rollout, tasks), dtype=np.float64)
     references = np.asarray([train_set[i].reference for i in chosen])
     rewards = relative_rewards(values.reshape(len(samples), len(chosen)), references)
     reward = torch.from_numpy(rewards).float()
@@ -582,7 +588,7 @@ def _check_finite(step: int, **values: float) -> None:
 
 def validate(
     network: RegalPolicy,
-    rollouts: Any,
+    rollouts: Workers[RolloutEnv],
     ids: np.ndarray,
     prepared: dict[int, Prepared],
     config: TrainConfig,
@@ -603,7 +609,7 @@ def validate(
         )
         for g, i in enumerate(ids)
     ]
-    values = np.asarray(rollouts.map("rollout", tasks))
+    values = np.asarray(rollouts.map(RolloutEnv.rollout, tasks))
     references = np.asarray([prepared[int(i)].reference for i in ids])
     return float(np.mean(relative_rewards(values, references)))
 

@@ -1,8 +1,16 @@
 """REGAL's environment: the search a policy steers, after the feature run (paper 001 A.1).
 
-A policy is trained for one `InnerSearch`, so its checkpoint records it; the solver
-(`graphopt.learning.regal`) and the training rollouts (`graphopt.learning.rollouts`) both run
-the search through it.
+A policy's actions become per-gene Beta distributions; `steered_search` spends the rest of the
+budget with them, by BRKGA (REGAL, GAS) or by random sampling (IDRS). The solver
+(`graphopt.learning.regal`) and training (`RolloutEnv`) both run it, so a policy is trained on
+exactly the search it steers at inference. A policy is trained for one `InnerSearch`, and its
+checkpoint records it.
+
+`RolloutEnv` is the training side: a rollout task names a graph by (split, index) in a built
+dataset plus the integer actions and a seed, so tasks are small and their results depend on
+nothing but their content, whether run here or in workers (`graphopt.learning.workers`). Each
+environment rebuilds problems from the dataset and caches each graph's feature run, seeded by
+the graph's index.
 """
 
 from __future__ import annotations
@@ -12,12 +20,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphopt.costmodels.machine import Machine
+from graphopt.datasets import Dataset
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, SolverError, Tracker
+from graphopt.learning.actions import ActionConfig, gene_distributions
+from graphopt.learning.features import FeatureRun, GraphFeatures, compute_features
+from graphopt.solvers.base import Budget, BudgetExhausted, Problem, SolverError, Tracker
+from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA, BRKGAConfig, FinalPopulation, GeneDistributions
+from graphopt.solvers.random_keys import RandomKeyDecoder
 
 SEARCHES = ("brkga", "random")
 """How the distributions are used: evolved by BRKGA (REGAL, GAS) or sampled at random (IDRS)."""
+RANDOM_BATCH = 100
+"""Chromosomes sampled per batch by the random search (IDRS)."""
 
 
 @dataclass(frozen=True)
@@ -58,3 +74,182 @@ class InnerSearch:
         kept = feature_run if self.kept is None else feature_run.best(self.kept)
         config = self.config(problem.objective.value)
         BRKGA(config, genes=genes).evolve(problem, tracker, rng, initial, resume=kept)
+
+
+def random_sampling(
+    decoder: RandomKeyDecoder,
+    genes: GeneDistributions,
+    tracker: Tracker,
+    rng: np.random.Generator,
+    batch: int = RANDOM_BATCH,
+) -> None:
+    """IDRS: chromosomes drawn gene by gene from the distributions until the budget is spent."""
+    genes.check(decoder.n_genes)
+    sample = BetaSampler(genes.alpha, genes.beta, rng)
+    while True:
+        decoded = decoder.evaluate(sample(min(batch, tracker.remaining)), reuse=True)
+        try:
+            tracker.offer_population(
+                decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
+            )
+        except BudgetExhausted:
+            return
+
+
+def steered_search(
+    search: str,
+    inner: InnerSearch,
+    decoder: RandomKeyDecoder,
+    tracker: Tracker,
+    rng: np.random.Generator,
+    genes: GeneDistributions,
+    feature_run: FinalPopulation,
+    initial: Sequence[Solution] = (),
+    batch: int = RANDOM_BATCH,
+) -> None:
+    """The search after inference, on the tracker's remaining budget.
+
+    Args:
+        search: 'brkga' (evolve from the feature run's best members) or 'random' (IDRS).
+        inner: how BRKGA continues after the feature run.
+        decoder: the problem's random-key decoder.
+        tracker: counts evaluations and keeps the best solution.
+        rng: seeds the search.
+        genes: the policy's distributions.
+        feature_run: the feature run's last population.
+        initial: known solutions BRKGA starts from.
+        batch: chromosomes per batch of the random search.
+    """
+    if search == "brkga":
+        inner.evolve(decoder.problem, tracker, rng, genes, feature_run, initial)
+    else:
+        random_sampling(decoder, genes, tracker, rng, batch)
+
+
+FEATURE_SEED = 7_000_000
+"""Feature runs of graph i use seed FEATURE_SEED + i (same on every worker)."""
+REFERENCE_SEED = 8_000_000
+"""Uniform BRKGA reference runs of graph i use seeds REFERENCE_SEED + 1000 i + r."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What a worker needs to rebuild any training or validation problem (picklable).
+
+    Attributes:
+        dataset: directory of a built dataset.
+        n_devices: devices of the machine.
+        objective: 'peak-memory' or 'makespan'.
+        search: 'brkga' or 'random' (IDRS).
+        feature_evaluations: evaluations of each graph's feature run.
+        actions: the action space the tasks' actions come from.
+        inner: how BRKGA continues after the feature run.
+    """
+
+    dataset: str
+    n_devices: int
+    objective: str
+    search: str
+    feature_evaluations: int
+    actions: ActionConfig
+    inner: InnerSearch = InnerSearch()
+
+
+@dataclass(frozen=True)
+class RolloutTask:
+    """One search on one graph with the policy's actions.
+
+    Attributes:
+        split: dataset split of the graph.
+        index: graph index within the split.
+        actions: [n_ops, n_heads] int8 actions.
+        evaluations: total budget, feature run included.
+        seed: seeds the search.
+    """
+
+    split: str
+    index: int
+    actions: np.ndarray
+    evaluations: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A graph's features and its uniform-BRKGA reference objective (mean over seeds)."""
+
+    features: GraphFeatures
+    reference: float
+
+
+class RolloutEnv:
+    """Problems, cached feature runs and the rollout itself, inside one process."""
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+        self.machine = Machine(n_devices=spec.n_devices)
+        self._datasets: dict[str, Dataset] = {}
+        self._runs: dict[tuple[str, int], tuple[Problem, FeatureRun]] = {}
+
+    def feature_run(self, split: str, index: int) -> tuple[Problem, FeatureRun]:
+        """The problem of a graph and its (cached, seeded) feature run."""
+        key = (split, index)
+        if key not in self._runs:
+            if split not in self._datasets:
+                self._datasets[split] = Dataset.open(self.spec.dataset, split)
+            problem = Problem(self._datasets[split][index], self.machine, self.spec.objective)
+            tracker = Tracker(problem, Budget(evaluations=self.spec.feature_evaluations))
+            rng = np.random.default_rng(FEATURE_SEED + index)
+            self._runs[key] = (
+                problem,
+                compute_features(problem, tracker, rng, self.spec.feature_evaluations),
+            )
+        return self._runs[key]
+
+    def features(self, item: tuple[str, int]) -> GraphFeatures:
+        """Features of the graph (split, index)."""
+        return self.feature_run(*item)[1].features
+
+    def prepare(self, item: tuple[str, int, int, int]) -> Prepared:
+        """Features of a graph and its uniform-BRKGA reference.
+
+        Args:
+            item: (split, index, evaluations, seeds): the reference is the mean value of
+                `seeds` uniform BRKGA runs of `evaluations` each.
+        """
+        split, index, evaluations, seeds = item
+        problem, run = self.feature_run(split, index)
+        values = [
+            BRKGA()
+            .solve(problem, Budget(evaluations=evaluations), REFERENCE_SEED + 1000 * index + r)
+            .value
+            for r in range(seeds)
+        ]
+        return Prepared(run.features, float(np.mean(values)))
+
+    def rollout(self, task: RolloutTask) -> float:
+        """The best objective value of the search steered by the task's actions.
+
+        The feature run's evaluations count inside the task's budget and its best solution
+        counts as found, as in the solver (`graphopt.learning.regal`), which runs the same
+        `steered_search`.
+        """
+        problem, run = self.feature_run(task.split, task.index)
+        decoder = RandomKeyDecoder(problem)
+        genes = gene_distributions(
+            task.actions,
+            self.spec.actions,
+            decoder.layout,
+            problem.graph.tensor_producer,
+            self.spec.inner.config(self.spec.objective),
+        )
+        remaining = task.evaluations - self.spec.feature_evaluations
+        best = float(run.population.value[0])
+        if remaining < 1:
+            return best
+        tracker = Tracker(problem, Budget(evaluations=remaining))
+        rng = np.random.default_rng(task.seed)
+        steered_search(
+            self.spec.search, self.spec.inner, decoder, tracker, rng, genes, run.population
+        )
+        return min(best, tracker.best_key[1])

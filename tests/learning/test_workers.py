@@ -11,9 +11,11 @@ import pytest
 OWNER = """
 import os, time
 from graphopt.learning.actions import ActionConfig
-from graphopt.learning.rollouts import EnvSpec, ProcessRollouts
+from functools import partial
+from graphopt.learning.envs.regal import EnvSpec, RolloutEnv
+from graphopt.learning.workers import ProcessWorkers
 spec = EnvSpec("unused", 2, "peak-memory", "brkga", 100, ActionConfig())
-rollouts = ProcessRollouts(spec, 1)
+rollouts = ProcessWorkers(partial(RolloutEnv, spec), 1)
 print(rollouts.pool.submit(os.getpid).result(), flush=True)
 time.sleep(120)
 """
