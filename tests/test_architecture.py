@@ -15,14 +15,16 @@ import networkx as nx
 import graphopt
 
 PACKAGE = Path(graphopt.__file__).parent
-BASE = {"graphopt", "errors", "_messages", "limits", "progress"}
-"""Modules every layer may import: errors, messages, limits, progress bars, the version."""
+BASE = {"graphopt", "errors", "_messages", "limits", "progress", "configs"}
+"""Modules every layer may import: errors, messages, limits, progress bars, the config loader,
+the version."""
 _MODELS = BASE | {"ir", "costmodels"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "_messages": {"errors"},
     "limits": set(),
     "progress": set(),
+    "configs": {"errors", "_messages"},
     "ir": BASE,
     "costmodels": BASE | {"ir"},
     "importers": _MODELS,

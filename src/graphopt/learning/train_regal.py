@@ -21,10 +21,8 @@ import csv
 import json
 import math
 import time
-import types
-import typing
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from graphopt._messages import describe
+from graphopt.configs import read_config
 from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
 from graphopt.errors import GraphoptError
 from graphopt.ir.io import read_json
@@ -227,28 +226,12 @@ class TrainConfig:
         )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """A config from a JSON object; unknown fields are errors that name them."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise TrainingError(
-                f"unknown training config field(s): {', '.join(unknown)}; "
-                f"valid: {', '.join(sorted(known))}"
-            )
-        hints = typing.get_type_hints(cls)
-        for name, value in data.items():
-            wanted = _config_type(hints[name], value)
-            if wanted is not None:
-                raise TrainingError(
-                    f"training config: {name} must be {wanted}, got {describe(value)}"
-                )
-        if "adam_betas" in data:
-            data = {**data, "adam_betas": tuple(data["adam_betas"])}
-        try:
-            return cls(**data)
-        except (TypeError, ValueError) as error:
-            raise TrainingError(f"bad training config: {error}") from None
+    def from_dict(cls, data: Any) -> TrainConfig:
+        """A config from a JSON object, through the shared loader (`graphopt.configs`).
+
+        Unknown fields and values of the wrong type are refused, naming them.
+        """
+        return read_config(cls, data, "training config", TrainingError)
 
     @classmethod
     def load(cls, source: str | Path) -> TrainConfig:
@@ -267,33 +250,6 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise TrainingError(f"{path}: a training config is a JSON object")
         return cls.from_dict(data)
-
-
-def _config_type(hint: Any, value: Any) -> str | None:
-    """None when `value` is of the field's type `hint`, else the type it must be, in words.
-
-    JSON gives lists for tuples and integers for floats; numbers must be finite.
-    """
-    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    if value is None and type(None) in options:
-        return None
-    kind = next(option for option in options if option is not type(None))
-    finite = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if kind is bool:
-        valid, wanted = isinstance(value, bool), "true or false"
-    elif kind is int:
-        valid, wanted = finite and isinstance(value, int), "an integer"
-    elif kind is float:
-        valid, wanted = finite, "a finite number"
-    elif kind is str:
-        valid, wanted = isinstance(value, str), "a string"
-    else:  # tuple[float, float]
-        valid = isinstance(value, list | tuple) and len(value) == 2
-        valid = valid and all(_config_type(float, item) is None for item in value)
-        wanted = "a list of two finite numbers"
-    if type(None) in options:
-        wanted += " or null"
-    return None if valid else wanted
 
 
 def resolve_dataset(spec: str, run_dir: Path) -> Path:

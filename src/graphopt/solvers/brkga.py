@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -24,6 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from graphopt.configs import read_config
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import BudgetExhausted, Problem, Solver, SolverError, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
@@ -108,8 +109,7 @@ def _preset(name: str, objective: str | None) -> BRKGAConfig:
     if not path.is_file():
         raise SolverError(f"no BRKGA preset named {name!r}")
     data = json.loads(path.read_text())
-    known = {f.name for f in fields(BRKGAConfig)}
-    return BRKGAConfig(**{key: value for key, value in data["config"].items() if key in known})
+    return read_config(BRKGAConfig, data["config"], f"BRKGA preset {path.name}", SolverError)
 
 
 @dataclass(frozen=True, eq=False)
