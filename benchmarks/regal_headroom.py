@@ -46,7 +46,7 @@ from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
 from graphopt.learning.features import FeatureRun, node_feature_names
 from graphopt.learning.policy import greedy_actions
 from graphopt.learning.regal import shipped_policy_path
-from graphopt.learning.train_regal import spread
+from graphopt.learning.runs import spread
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA, GeneDistributions
 

@@ -34,7 +34,7 @@ from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
 from graphopt.learning.policy import greedy_actions, sample_actions
 from graphopt.learning.regal import shipped_policy_path
-from graphopt.learning.train_regal import spread
+from graphopt.learning.runs import spread
 
 
 def graph_noise(

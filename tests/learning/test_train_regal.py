@@ -11,7 +11,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from graphopt.learning.checkpoints import load_policy, read_checkpoint
 from graphopt.learning.envs.regal import RolloutEnv
-from graphopt.learning.train_regal import TrainConfig, TrainingError, spread, train
+from graphopt.learning.runs import TrainingError, spread
+from graphopt.learning.train_regal import TrainConfig, train
 
 TINY = dict(
     hidden=16,

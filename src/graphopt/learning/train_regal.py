@@ -17,24 +17,18 @@ training with an error and leave the last good checkpoint as it was.
 
 from __future__ import annotations
 
-import csv
 import json
-import math
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.tensorboard import SummaryWriter
 
 from graphopt._messages import describe
 from graphopt.configs import read_config
-from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
-from graphopt.errors import GraphoptError
 from graphopt.ir.io import read_json
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
@@ -47,8 +41,16 @@ from graphopt.learning.checkpoints import (
     read_run_checkpoint,
     save_checkpoint,
 )
-from graphopt.learning.envs.regal import EnvSpec, InnerSearch, Prepared, RolloutEnv, RolloutTask
+from graphopt.learning.envs.regal import (
+    EnvSpec,
+    InnerSearch,
+    Prepared,
+    RolloutEnv,
+    RolloutTask,
+    relative_rewards,
+)
 from graphopt.learning.features import FEATURE_EVALUATIONS
+from graphopt.learning.objectives.reinforce import ADVANTAGES, Advantage, reinforce_loss
 from graphopt.learning.policy import (
     PolicyConfig,
     RegalPolicy,
@@ -57,16 +59,22 @@ from graphopt.learning.policy import (
     log_probability,
     sample_actions,
 )
+from graphopt.learning.runs import (
+    Cadence,
+    RunLog,
+    RunState,
+    TrainingError,
+    check_finite,
+    resolve_dataset,
+    run_steps,
+    select_graphs,
+)
 from graphopt.learning.workers import Workers, make_workers
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
 
 CONFIGS = Path(__file__).parent / "configs"
 """Shipped training configs (`graphopt train regal NAME` finds them by name)."""
-
-
-class TrainingError(GraphoptError):
-    """Training cannot go on: a bad config, a clash with an existing run, or a non-finite value."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +158,7 @@ class TrainConfig:
     grad_clip: float = 10.0
     baseline_weight: float = 1e-4
     entropy_weight: float = 0.0
-    advantage: str = "baseline"
+    advantage: Advantage = "baseline"
     validate_every: int = 100
     checkpoint_every: int = 25
     seed: int = 0
@@ -158,9 +166,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         Objective.parse(self.objective)
-        if self.advantage not in ("baseline", "sample-mean"):
+        if self.advantage not in ADVANTAGES:
             raise TrainingError(
-                f"advantage must be 'baseline' or 'sample-mean', got {self.advantage!r}"
+                f"advantage must be one of {', '.join(map(repr, ADVANTAGES))}, "
+                f"got {self.advantage!r}"
             )
         if self.advantage == "sample-mean" and self.samples_per_graph < 2:
             raise TrainingError("advantage 'sample-mean' needs samples_per_graph >= 2")
@@ -252,28 +261,6 @@ class TrainConfig:
         return cls.from_dict(data)
 
 
-def resolve_dataset(spec: str, run_dir: Path) -> Path:
-    """The built dataset a config names, building it into run_dir/dataset when needed."""
-    path = Path(spec)
-    if (path / MANIFEST).is_file():
-        return path
-    built = run_dir / "dataset"
-    if (built / MANIFEST).is_file():
-        return built
-    if path.is_file():
-        config = DatasetConfig.from_json(path)
-    else:
-        shipped = DEFAULT_CONFIG.parent / f"{spec}.json"
-        if not shipped.is_file():
-            raise TrainingError(
-                f"dataset {spec!r} is neither a built dataset, a dataset config file, nor a "
-                "shipped dataset config name"
-            )
-        config = DatasetConfig.from_json(shipped)
-    build_dataset(config, built, progress=True)
-    return built
-
-
 LOG_COLUMNS = (
     "step",
     "seconds",
@@ -287,17 +274,6 @@ LOG_COLUMNS = (
     "validation_reward",
     "validation_improvement_pct",
 )
-
-
-@dataclass
-class RunState:
-    """What a checkpoint restores besides the weights and the optimizer."""
-
-    step: int = 0
-    best_validation: float = -math.inf
-    best_step: int = -1
-    seconds: float = 0.0
-    history: list[dict[str, float]] = field(default_factory=list)
 
 
 def train(
@@ -332,7 +308,7 @@ def train(
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
 
     dataset = resolve_dataset(config.dataset, run_dir)
-    train_ids, valid_ids = _select_graphs(dataset, config)
+    train_ids, valid_ids = select_graphs(dataset, config.max_train_ops, config.validation_graphs)
     spec = EnvSpec(
         str(dataset),
         config.n_devices,
@@ -343,8 +319,7 @@ def train(
         config.inner,
     )
     rollouts = make_workers(partial(RolloutEnv, spec), config.workers, ray_address)
-    # purge_step hides what a killed run logged after its last checkpoint (steps > state.step).
-    board = SummaryWriter(run_dir / "tensorboard", purge_step=state.step + 1 if resume else None)
+    log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
     try:
         train_set = _prepare(
             rollouts, dataset, "train", train_ids, config.train_evaluations, config
@@ -352,54 +327,21 @@ def train(
         valid_set = _prepare(
             rollouts, dataset, "valid", valid_ids, config.validation_evaluations, config
         )
-        if state.step == 0:
-            reward = validate(network, rollouts, valid_ids, valid_set, config)
-            state.history.append(_validation_row(0, reward))
-            _log_scalars(board, state.history[-1])
-            state.best_validation, state.best_step = reward, 0
-            _save_policy(run_dir / "best.pt", network, config, state)
-            if progress is not None:
-                progress(state.history[-1])
-        clock = time.perf_counter() - state.seconds
-        while state.step < config.steps:
-            row = _step(config, network, optimizer, rollouts, train_ids, train_set, state.step)
-            state.step += 1
-            if state.step % config.validate_every == 0 or state.step == config.steps:
-                reward = validate(network, rollouts, valid_ids, valid_set, config)
-                row.update(_validation_row(state.step, reward))
-                if reward > state.best_validation:
-                    state.best_validation, state.best_step = reward, state.step
-                    _save_policy(run_dir / "best.pt", network, config, state)
-            state.seconds = time.perf_counter() - clock
-            row["seconds"] = state.seconds
-            state.history.append(row)
-            _log_scalars(board, row)
-            if state.step % config.checkpoint_every == 0 or state.step == config.steps:
-                _save_run(last, network, optimizer, config, state)
-                _write_log(run_dir / "log.csv", state.history)
-            if progress is not None:
-                progress(row)
+        return run_steps(
+            state,
+            Cadence(config.steps, config.validate_every, config.checkpoint_every),
+            lambda step: _step(config, network, optimizer, rollouts, train_ids, train_set, step),
+            lambda step: _validation_row(
+                step, validate(network, rollouts, valid_ids, valid_set, config)
+            ),
+            lambda state: _save_policy(run_dir / "best.pt", network, config, state),
+            lambda state: _save_run(last, network, optimizer, config, state),
+            log,
+            progress,
+        )
     finally:
-        board.close()
+        log.close()
         rollouts.close()
-    return state
-
-
-def _select_graphs(dataset: Path, config: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Training graph indices (size-filtered) and evenly spread validation graph indices."""
-    train_counts = Dataset.open(dataset, "train").op_counts
-    limit = config.max_train_ops or int(train_counts.max(initial=0))
-    train_ids = np.flatnonzero(train_counts <= limit)
-    valid_counts = Dataset.open(dataset, "valid").op_counts
-    valid_all = np.flatnonzero(valid_counts <= limit)
-    if train_ids.size == 0 or valid_all.size == 0:
-        raise TrainingError(f"{dataset} has no training or validation graph of at most {limit} ops")
-    return train_ids, spread(valid_all, config.validation_graphs)
-
-
-def spread(ids: np.ndarray, count: int) -> np.ndarray:
-    """`count` of `ids` spread evenly over them, ends included (all of them when fewer)."""
-    return ids[np.unique(np.linspace(0, ids.size - 1, count).astype(int))]
 
 
 def _prepare(
@@ -482,46 +424,34 @@ def _step(
     values = np.asarray(rollouts.map(RolloutEnv.rollout, tasks), dtype=np.float64)
     references = np.asarray([train_set[i].reference for i in chosen])
     rewards = relative_rewards(values.reshape(len(samples), len(chosen)), references)
-    reward = torch.from_numpy(rewards).float()
     log_p = torch.stack(
         [log_probability(logits, actions, batch.batch, len(chosen)) for actions in samples]
     )
-    if config.advantage == "sample-mean":
-        s = reward.shape[0]
-        advantage = reward - (reward.sum(dim=0, keepdim=True) - reward) / (s - 1)
-    else:
-        advantage = (reward - baseline).detach()
-    policy_loss = -(advantage * log_p).mean()
-    baseline_loss = 0.5 * ((reward - baseline) ** 2).mean()
-    mean_entropy = entropy(logits, batch.batch, len(chosen)).mean()
-    loss = (
-        policy_loss + config.baseline_weight * baseline_loss - config.entropy_weight * mean_entropy
+    loss = reinforce_loss(
+        log_p,
+        torch.from_numpy(rewards).float(),
+        baseline,
+        entropy(logits, batch.batch, len(chosen)),
+        config.advantage,
+        config.baseline_weight,
+        config.entropy_weight,
     )
-    _check_finite(step, rewards=float(np.sum(rewards)), loss=float(loss.detach()))
+    check_finite(step, rewards=float(np.sum(rewards)), loss=float(loss.total.detach()))
     optimizer.zero_grad()
-    loss.backward()
+    loss.total.backward()
     norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), config.grad_clip))
-    _check_finite(step, gradient_norm=norm)
+    check_finite(step, gradient_norm=norm)
     optimizer.step()
     return {
         "step": step + 1,
         "reward": float(rewards.mean()),
         "baseline": float(baseline.detach().mean()),
-        "loss": float(loss.detach()),
-        "policy_loss": float(policy_loss.detach()),
-        "baseline_loss": float(baseline_loss.detach()),
-        "entropy": float(mean_entropy.detach()),
+        "loss": float(loss.total.detach()),
+        "policy_loss": float(loss.policy.detach()),
+        "baseline_loss": float(loss.baseline.detach()),
+        "entropy": float(loss.entropy.detach()),
         "grad_norm": norm,
     }
-
-
-def relative_rewards(values: np.ndarray, references: np.ndarray) -> np.ndarray:
-    """REGAL's reward -objective / objective of uniform BRKGA (paper 001 3.3), per graph.
-
-    Shapes:
-        values: [..., n_graphs]; references: [n_graphs] (a zero reference divides by 1).
-    """
-    return -values / np.where(references > 0, references, 1.0)
 
 
 def _validation_row(step: int, reward: float) -> dict[str, float]:
@@ -531,15 +461,6 @@ def _validation_row(step: int, reward: float) -> dict[str, float]:
         "validation_reward": reward,
         "validation_improvement_pct": 100.0 * (1.0 + reward),
     }
-
-
-def _check_finite(step: int, **values: float) -> None:
-    for name, value in values.items():
-        if not math.isfinite(value):
-            raise TrainingError(
-                f"step {step + 1}: non-finite {name.replace('_', ' ')} ({value}); training "
-                "stopped and the last checkpoint was left as it was"
-            )
 
 
 def validate(
@@ -623,19 +544,3 @@ def _restore(
         )
     run.restore(network, optimizer)
     return RunState(run.step, run.best_validation, run.best_step, run.seconds, run.history)
-
-
-def _log_scalars(board: SummaryWriter, row: dict[str, float]) -> None:
-    """A log row as TensorBoard scalars (training/..., validation/...) at its step."""
-    for name, value in row.items():
-        if name != "step":
-            group, _, short = name.partition("_")
-            tag = f"validation/{short}" if group == "validation" else f"training/{name}"
-            board.add_scalar(tag, value, row["step"])
-
-
-def _write_log(path: Path, history: list[dict[str, float]]) -> None:
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=LOG_COLUMNS, restval="")
-        writer.writeheader()
-        writer.writerows(history)

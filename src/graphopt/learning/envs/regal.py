@@ -132,6 +132,15 @@ REFERENCE_SEED = 8_000_000
 """Uniform BRKGA reference runs of graph i use seeds REFERENCE_SEED + 1000 i + r."""
 
 
+def relative_rewards(values: np.ndarray, references: np.ndarray) -> np.ndarray:
+    """REGAL's reward -objective / objective of uniform BRKGA (paper 001 3.3), per graph.
+
+    Shapes:
+        values: [..., n_graphs]; references: [n_graphs] (a zero reference divides by 1).
+    """
+    return -values / np.where(references > 0, references, 1.0)
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """What a worker needs to rebuild any training or validation problem (picklable).

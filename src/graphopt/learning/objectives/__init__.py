@@ -1,0 +1,1 @@
+"""Training objectives, one per file: REINFORCE now; PPO and GFlowNet losses beside it."""

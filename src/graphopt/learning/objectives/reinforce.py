@@ -1,0 +1,59 @@
+"""REINFORCE with a learned baseline (Williams 1992; paper 001 section 3.4 and A.5).
+
+The loss is -(r - b(G)) log p(y | G) + lambda / 2 (r - b(G))^2 - beta H(p), averaged over the
+samples: the policy term pushes up the log-probability of actions that did better than the
+baseline, the baseline term fits b(G) to the rewards, and the optional entropy bonus keeps the
+policy exploring. With several samples per graph, the mean reward of a graph's other samples is
+an unbiased, lower-variance baseline (`advantage='sample-mean'`); b(G) is still trained.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple, get_args
+
+import torch
+
+Advantage = Literal["baseline", "sample-mean"]
+ADVANTAGES: tuple[str, ...] = get_args(Advantage)
+
+
+class ReinforceLoss(NamedTuple):
+    """The loss to minimize and its terms (scalars), for the log."""
+
+    total: torch.Tensor
+    policy: torch.Tensor
+    baseline: torch.Tensor
+    entropy: torch.Tensor
+
+
+def reinforce_loss(
+    log_p: torch.Tensor,
+    reward: torch.Tensor,
+    baseline: torch.Tensor,
+    entropy: torch.Tensor,
+    advantage: Advantage = "baseline",
+    baseline_weight: float = 1e-4,
+    entropy_weight: float = 0.0,
+) -> ReinforceLoss:
+    """REINFORCE's loss for `samples` action vectors on each of a batch's graphs.
+
+    Args:
+        log_p: [samples, graphs] log-probability of each sampled action vector.
+        reward: [samples, graphs] its reward (higher is better).
+        baseline: [graphs] the learned baseline b(G).
+        entropy: [graphs] the policy's entropy on each graph.
+        advantage: 'baseline' (r - b(G)) or 'sample-mean' (r minus the mean reward of the
+            graph's other samples; needs samples >= 2).
+        baseline_weight: lambda, weight of the baseline's squared error.
+        entropy_weight: beta, weight of the entropy bonus.
+    """
+    if advantage == "sample-mean":
+        s = reward.shape[0]
+        gain = reward - (reward.sum(dim=0, keepdim=True) - reward) / (s - 1)
+    else:
+        gain = (reward - baseline).detach()
+    policy_loss = -(gain * log_p).mean()
+    baseline_loss = 0.5 * ((reward - baseline) ** 2).mean()
+    mean_entropy = entropy.mean()
+    total = policy_loss + baseline_weight * baseline_loss - entropy_weight * mean_entropy
+    return ReinforceLoss(total, policy_loss, baseline_loss, mean_entropy)

@@ -1,0 +1,195 @@
+"""What every training run does, whatever it trains: the pieces a `train_*.py` loop imports.
+
+A run trains on a built dataset (`resolve_dataset` builds one from a config on first use), on
+graphs picked the same way each time (`select_graphs`), and repeats one cadence (`run_steps`):
+validate the untrained policy at step 0, then after each gradient step validate every
+`validate_every` steps (keeping the best policy) and checkpoint every `checkpoint_every` steps,
+logging every row to log.csv and TensorBoard (`RunLog`). A killed run resumes from its last
+checkpoint and continues exactly as the uninterrupted run would, provided each step seeds
+everything random from (seed, step), which the loops do.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from torch.utils.tensorboard import SummaryWriter
+
+from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
+from graphopt.errors import GraphoptError
+
+Row = dict[str, float]
+"""One log row: `step` and named scalars."""
+
+
+class TrainingError(GraphoptError):
+    """Training cannot go on: a bad config, a clash with an existing run, or a non-finite value."""
+
+
+def resolve_dataset(spec: str, run_dir: Path) -> Path:
+    """The built dataset a config names, building it into run_dir/dataset when needed."""
+    path = Path(spec)
+    if (path / MANIFEST).is_file():
+        return path
+    built = run_dir / "dataset"
+    if (built / MANIFEST).is_file():
+        return built
+    if path.is_file():
+        config = DatasetConfig.from_json(path)
+    else:
+        shipped = DEFAULT_CONFIG.parent / f"{spec}.json"
+        if not shipped.is_file():
+            raise TrainingError(
+                f"dataset {spec!r} is neither a built dataset, a dataset config file, nor a "
+                "shipped dataset config name"
+            )
+        config = DatasetConfig.from_json(shipped)
+    build_dataset(config, built, progress=True)
+    return built
+
+
+def select_graphs(
+    dataset: Path, max_train_ops: int | None, validation_graphs: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Training and validation graph indices of a built dataset.
+
+    Training graphs are those of at most `max_train_ops` ops (None keeps all); validation
+    graphs are `validation_graphs` of those within the same limit, spread evenly.
+    """
+    train_counts = Dataset.open(dataset, "train").op_counts
+    limit = max_train_ops or int(train_counts.max(initial=0))
+    train_ids = np.flatnonzero(train_counts <= limit)
+    valid_counts = Dataset.open(dataset, "valid").op_counts
+    valid_all = np.flatnonzero(valid_counts <= limit)
+    if train_ids.size == 0 or valid_all.size == 0:
+        raise TrainingError(f"{dataset} has no training or validation graph of at most {limit} ops")
+    return train_ids, spread(valid_all, validation_graphs)
+
+
+def spread(ids: np.ndarray, count: int) -> np.ndarray:
+    """`count` of `ids` spread evenly over them, ends included (all of them when fewer)."""
+    return ids[np.unique(np.linspace(0, ids.size - 1, count).astype(int))]
+
+
+def check_finite(step: int, **values: float) -> None:
+    """Stops training on a non-finite value, before it reaches the weights or a checkpoint."""
+    for name, value in values.items():
+        if not math.isfinite(value):
+            raise TrainingError(
+                f"step {step + 1}: non-finite {name.replace('_', ' ')} ({value}); training "
+                "stopped and the last checkpoint was left as it was"
+            )
+
+
+@dataclass
+class RunState:
+    """What a checkpoint restores besides the weights and the optimizer."""
+
+    step: int = 0
+    best_validation: float = -math.inf
+    best_step: int = -1
+    seconds: float = 0.0
+    history: list[Row] = field(default_factory=list)
+
+
+class RunLog:
+    """A run's log rows as TensorBoard scalars (at once) and as log.csv (at checkpoints).
+
+    Args:
+        run_dir: the run's directory (tensorboard/ and log.csv go there).
+        columns: every name a row may use, in the CSV's column order.
+        resumed_at: the step of the checkpoint a resumed run continues from, or None: the
+            events its killed predecessor logged after that step are hidden.
+    """
+
+    def __init__(self, run_dir: Path, columns: Sequence[str], resumed_at: int | None) -> None:
+        self.path = run_dir / "log.csv"
+        self.columns = columns
+        purge = None if resumed_at is None else resumed_at + 1
+        self.board = SummaryWriter(run_dir / "tensorboard", purge_step=purge)
+
+    def add(self, row: Row) -> None:
+        """A row as scalars (training/..., validation/...) at its step."""
+        for name, value in row.items():
+            if name != "step":
+                group, _, short = name.partition("_")
+                tag = f"validation/{short}" if group == "validation" else f"training/{name}"
+                self.board.add_scalar(tag, value, row["step"])
+
+    def write(self, history: Sequence[Row]) -> None:
+        """Rewrites log.csv with every row so far (called with each checkpoint)."""
+        with self.path.open("w", newline="") as file:
+            writer = csv.DictWriter(file, fieldnames=self.columns, restval="")
+            writer.writeheader()
+            writer.writerows(history)
+
+    def close(self) -> None:
+        """Flushes the TensorBoard events."""
+        self.board.close()
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """How often a run validates and checkpoints, in gradient steps."""
+
+    steps: int
+    validate_every: int
+    checkpoint_every: int
+
+
+def run_steps(
+    state: RunState,
+    cadence: Cadence,
+    step: Callable[[int], Row],
+    validate: Callable[[int], Row],
+    save_best: Callable[[RunState], None],
+    save_last: Callable[[RunState], None],
+    log: RunLog,
+    progress: Callable[[Row], None] | None = None,
+) -> RunState:
+    """The training cadence, from `state` (a fresh or a restored run) to `cadence.steps`.
+
+    Args:
+        state: the run so far; updated in place and returned.
+        cadence: steps, and how often to validate and checkpoint.
+        step: one gradient step from step number s (0-based); returns its log row.
+        validate: the validation row at step number s (its `validation_reward` is compared
+            with the best so far).
+        save_best: writes the best policy (after a validation that improved on the best).
+        save_last: writes the resumable checkpoint.
+        log: the run's log.
+        progress: called with every logged row.
+    """
+    if state.step == 0:
+        row = validate(0)
+        state.history.append(row)
+        log.add(row)
+        state.best_validation, state.best_step = row["validation_reward"], 0
+        save_best(state)
+        if progress is not None:
+            progress(row)
+    clock = time.perf_counter() - state.seconds
+    while state.step < cadence.steps:
+        row = step(state.step)
+        state.step += 1
+        if state.step % cadence.validate_every == 0 or state.step == cadence.steps:
+            row.update(validate(state.step))
+            if row["validation_reward"] > state.best_validation:
+                state.best_validation, state.best_step = row["validation_reward"], state.step
+                save_best(state)
+        state.seconds = time.perf_counter() - clock
+        row["seconds"] = state.seconds
+        state.history.append(row)
+        log.add(row)
+        if state.step % cadence.checkpoint_every == 0 or state.step == cadence.steps:
+            save_last(state)
+            log.write(state.history)
+        if progress is not None:
+            progress(row)
+    return state
