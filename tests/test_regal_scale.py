@@ -23,7 +23,7 @@ from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy, policy_record, save_checkpoint
 from graphopt.learning.features import compute_features
 from graphopt.learning.inference import predict_genes
-from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.records import FORMAT
 from graphopt.learning.regal import PHASES, Regal, RegalConfig, shipped_policy_path, timed_solve
 from graphopt.solvers.base import Budget, Problem, Tracker

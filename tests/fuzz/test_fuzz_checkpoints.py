@@ -58,7 +58,7 @@ from graphopt.learning.checkpoints import (
 )
 from graphopt.learning.features import FEATURE_SET, compute_features, node_feature_names
 from graphopt.learning.inference import predict_genes
-from graphopt.learning.policy import RegalPolicy
+from graphopt.learning.networks.regal import RegalPolicy
 from graphopt.learning.train_regal import TrainConfig, _restore, train
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder

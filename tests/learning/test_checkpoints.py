@@ -8,7 +8,7 @@ from graphopt.learning.checkpoints import (
     save_checkpoint,
 )
 from graphopt.learning.envs.regal import InnerSearch
-from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 
 
 def _saved(path, devices=2, objective="peak-memory", **changes):

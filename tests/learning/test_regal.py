@@ -7,7 +7,7 @@ from graphopt.ir.generators import generate
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.checkpoints import policy_record, save_checkpoint
 from graphopt.learning.envs.regal import InnerSearch
-from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.regal import Regal, RegalConfig, shipped_policies
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Problem, SolverError

@@ -30,7 +30,7 @@ from graphopt._messages import describe, reason
 from graphopt.learning.batching import make_batch
 from graphopt.learning.envs.regal import EnvSpec, InnerSearch
 from graphopt.learning.features import FEATURE_SET, GraphFeatures, node_feature_names
-from graphopt.learning.policy import PolicyConfig, RegalPolicy
+from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.records import (  # noqa: F401 (the field checks live there, torch-free)
     _OPTIONAL_KEYS,
     _POLICY_KEYS,

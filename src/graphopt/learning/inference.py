@@ -9,7 +9,7 @@ from graphopt.learning.actions import gene_distributions
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import TrainedPolicy
 from graphopt.learning.features import GraphFeatures
-from graphopt.learning.policy import greedy_actions, sample_actions
+from graphopt.learning.networks.regal import greedy_actions, sample_actions
 from graphopt.solvers.base import SolverError
 from graphopt.solvers.brkga import GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder

@@ -54,7 +54,7 @@ import numpy as np
 
 from graphopt.learning.actions import gene_distributions
 from graphopt.learning.features import EDGE_FEATURE_NAMES, GraphFeatures, node_feature_names
-from graphopt.learning.policy_config import PolicyConfig
+from graphopt.learning.networks.regal_config import PolicyConfig
 from graphopt.learning.records import CheckpointError, PolicyFields, check_envelope, policy_fields
 from graphopt.solvers.brkga import GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder

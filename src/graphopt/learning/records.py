@@ -22,7 +22,7 @@ from graphopt.errors import GraphoptError
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.envs.regal import SEARCHES, InnerSearch
 from graphopt.learning.features import FEATURE_SET, node_feature_names
-from graphopt.learning.policy_config import ENCODERS, PolicyConfig
+from graphopt.learning.networks.regal_config import ENCODERS, PolicyConfig
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
 

@@ -50,8 +50,7 @@ from graphopt.learning.envs.regal import (
     relative_rewards,
 )
 from graphopt.learning.features import FEATURE_EVALUATIONS
-from graphopt.learning.objectives.reinforce import ADVANTAGES, Advantage, reinforce_loss
-from graphopt.learning.policy import (
+from graphopt.learning.networks.regal import (
     PolicyConfig,
     RegalPolicy,
     entropy,
@@ -59,6 +58,7 @@ from graphopt.learning.policy import (
     log_probability,
     sample_actions,
 )
+from graphopt.learning.objectives.reinforce import ADVANTAGES, Advantage, reinforce_loss
 from graphopt.learning.runs import (
     Cadence,
     RunLog,

@@ -1,7 +1,8 @@
 """The shape of a REGAL policy network, without torch (checkpoints and numpy inference read it).
 
-`graphopt.learning.policy` builds the network of a `PolicyConfig`; this module holds only the
-config, so that a shipped policy can be loaded and run (`numpy_policy`) without importing torch.
+`graphopt.learning.networks.regal` builds the network of a `PolicyConfig`; this module holds only
+the config, so that a shipped policy can be loaded and run (`numpy_policy`) without importing
+torch.
 """
 
 from __future__ import annotations

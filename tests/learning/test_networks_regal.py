@@ -8,7 +8,7 @@ from graphopt.ir.generators import generate
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import graph_mean, graph_sum, make_batch
 from graphopt.learning.features import compute_features
-from graphopt.learning.policy import (
+from graphopt.learning.networks.regal import (
     PolicyConfig,
     RegalPolicy,
     entropy,

@@ -27,7 +27,7 @@ from graphopt.learning.encoders.mlp import mlp
 from graphopt.learning.encoders.mpnn import MPNNEncoder
 from graphopt.learning.encoders.sequence import SequenceEncoder
 from graphopt.learning.features import EDGE_FEATURE_NAMES, node_feature_names
-from graphopt.learning.policy_config import ENCODERS, PolicyConfig  # noqa: F401 (re-exported)
+from graphopt.learning.networks.regal_config import ENCODERS, PolicyConfig  # noqa: F401 (re-exported)
 
 
 class RegalPolicy(nn.Module):
