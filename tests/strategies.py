@@ -1,4 +1,4 @@
-"""Hypothesis strategies shared by the tests: random graphs, machines and valid solutions."""
+"""Hypothesis strategies shared by the tests: random graphs, pins, machines and valid solutions."""
 
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def random_graph(rng: np.random.Generator, n_ops: int, density: float) -> Graph:
         op_temp_memory=temp,
         tensor_persistent=persistent,
     )
+
+
+def random_pins(rng: np.random.Generator, n_ops: int, n_devices: int) -> np.ndarray:
+    """[n_ops] pins: about 30% of the ops on a random device, the rest -1 (free)."""
+    pinned = np.full(n_ops, -1)
+    chosen = rng.random(n_ops) < 0.3
+    pinned[chosen] = rng.integers(0, n_devices, int(chosen.sum()))
+    return pinned
 
 
 @st.composite

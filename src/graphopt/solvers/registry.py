@@ -122,12 +122,12 @@ SOLVERS: dict[str, SolverEntry] = {
         "best-improvement local search with random restarts",
     ),
     "annealing": SolverEntry(
-        "graphopt.solvers.local_search",
+        "graphopt.solvers.annealing",
         "SimulatedAnnealing",
         "simulated annealing over device and order moves",
     ),
     "random-search": SolverEntry(
-        "graphopt.solvers.local_search",
+        "graphopt.solvers.random_search",
         "RandomSearch",
         "random placements and random valid orders",
     ),
