@@ -16,8 +16,7 @@ from typer.testing import CliRunner
 import graphopt
 from builders import solution, tiny
 from graphopt import warmup
-from graphopt.cli import app, parse_bytes, run
-from graphopt.errors import MachineError
+from graphopt.cli import app, run
 from graphopt.ir.io import solution_to_json, write_graph
 
 runner = CliRunner()
@@ -177,14 +176,6 @@ def test_installed_script_runs(files) -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["ops"] == 3
-
-
-def test_parse_bytes() -> None:
-    assert parse_bytes("16GiB") == 16 * 2**30
-    assert parse_bytes("1e9") == 10**9
-    assert parse_bytes("512 MB") == 512 * 10**6
-    with pytest.raises(MachineError):
-        parse_bytes("1.5B")
 
 
 ROOT = Path(__file__).parents[1]

@@ -7,13 +7,16 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from builders import tiny
+from builders import graph, op, tensor, tiny
 from graphopt import optimize
 from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
 from graphopt.errors import GraphoptError
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
+from graphopt.optimize import OptimizeResult, capacity_proof
+from graphopt.solvers.base import Result
+from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
 
 runner = CliRunner()
 
@@ -142,6 +145,45 @@ def test_api_optimize_honours_pins() -> None:
     assert result.solution.placement.tolist()[1:] == [1, 1]
     with pytest.raises(GraphoptError, match="unknown objective"):
         optimize(graph, objective="fast")
+
+
+@pytest.mark.parametrize("objective", ["peak-memory", "makespan"])
+def test_api_optimize_reports_the_bound_and_gap(objective) -> None:
+    g, machine = generate("layered", 30, seed=1), Machine(2)
+    result = optimize(g, machine, objective, "random-search", evaluations=50)
+    assert isinstance(result, OptimizeResult) and isinstance(result, Result)
+    instance = (
+        peak_memory_lower_bound(g, 2)
+        if objective == "peak-memory"
+        else makespan_lower_bound(g, machine)
+    )
+    assert result.bound == max(instance, result.lower_bound or 0) <= result.value
+    assert result.gap == pytest.approx(result.value / result.bound - 1.0)
+    assert (result.excess, result.proof) == (0, None)
+
+
+def test_api_optimize_reports_the_excess_over_capacity() -> None:
+    # Both weights pinned to device 0: 2,010 bytes there, 1,000 over a 1,010-byte capacity that
+    # no single op's step exceeds.
+    g = graph(
+        [op("w1"), op("w2"), op("m1"), op("m2")],
+        [
+            tensor("w1:0", 1000, "w1", "m1", persistent=True),
+            tensor("w2:0", 1000, "w2", "m2", persistent=True),
+            tensor("m1:0", 10, "m1"),
+            tensor("m2:0", 10, "m2"),
+        ],
+    )
+    pins = dict.fromkeys(("w1", "w2", "m1", "m2"), 0)
+    result = optimize(g, Machine(2, capacity=1010), evaluations=50, pins=pins)
+    assert not result.feasible and result.score.peak_memory == 2010
+    assert (result.excess, result.proof) == (1000, None)
+
+
+def test_capacity_proof_names_an_op_that_alone_overflows() -> None:
+    assert capacity_proof(tiny(), 599) == "op 'c' alone holds 600 bytes at its step"
+    assert capacity_proof(tiny(), 600) is None
+    assert capacity_proof(graph([], []), 0) is None
 
 
 def test_bench_writes_the_papers_metrics(tmp_path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Budget, Objective, Problem, Progress, Result, SolverError
+from graphopt.solvers.bounds import op_step_memory
 from graphopt.solvers.registry import make_solver
 
 DEFAULT_SECONDS = 10.0
@@ -18,6 +20,26 @@ DEFAULT_SECONDS = 10.0
 Real models need more than REGAL's 5,000 evaluations (paper 001 section 4.2): on real graphs of
 a few hundred ops, 10 s reach bounds that 5,000 evaluations do not (`graphopt bench zoo-real`).
 Pass evaluations for runs that repeat exactly with a seed."""
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class OptimizeResult(Result):
+    """A solve's `Result` with what a report of it needs, so that every caller reports alike.
+
+    Attributes:
+        bound: the best proven lower bound on the objective: the instance's
+            (`bounds.peak_memory_lower_bound` or `bounds.makespan_lower_bound`) or the solver's
+            own `lower_bound`, whichever is higher.
+        gap: how far `value` lies above `bound`, as a fraction (0.0 when the bound is 0).
+        excess: bytes over the capacity, summed over the devices (0 when the solution fits).
+        proof: when the solution does not fit, `capacity_proof`'s reason why no placement can;
+            None when it fits or no single op shows it.
+    """
+
+    bound: float
+    gap: float
+    excess: int
+    proof: str | None
 
 
 def pins_from_names(graph: Graph, pins: Mapping[str, int]) -> np.ndarray | None:
@@ -54,7 +76,7 @@ def optimize(
     initial: Sequence[Solution] = (),
     progress: Progress | None = None,
     policy: str | None = None,
-) -> Result:
+) -> OptimizeResult:
     """Optimizes placement and schedule of `graph` on `machine` for `objective`.
 
     Args:
@@ -80,4 +102,40 @@ def optimize(
         seconds = DEFAULT_SECONDS
     budget = Budget(evaluations=evaluations, seconds=seconds)
     problem = Problem(graph, machine, objective, pins_from_names(graph, pins or {}))
-    return make_solver(solver, policy).solve(problem, budget, seed, initial, progress)
+    result = make_solver(solver, policy).solve(problem, budget, seed, initial, progress)
+    return _with_bounds(problem, result)
+
+
+def _with_bounds(problem: Problem, result: Result) -> OptimizeResult:
+    """`result` with its bound, gap, excess over the capacity and infeasibility proof."""
+    bound: float = (
+        problem.peak_memory_bound
+        if problem.objective is Objective.PEAK_MEMORY
+        else problem.lower_bound
+    )
+    if result.lower_bound is not None:
+        bound = max(bound, result.lower_bound)
+    excess, proof = 0, None
+    capacity = problem.machine.capacity
+    if not result.feasible and capacity is not None:
+        excess = sum(max(peak - capacity, 0) for peak in result.score.peak_memory_per_device)
+        proof = capacity_proof(problem.graph, capacity)
+    return OptimizeResult(
+        **{field.name: getattr(result, field.name) for field in fields(Result)},
+        bound=bound,
+        gap=result.value / bound - 1.0 if bound > 0 else 0.0,
+        excess=excess,
+        proof=proof,
+    )
+
+
+def capacity_proof(graph: Graph, capacity: int) -> str | None:
+    """Why no placement fits `capacity` bytes per device: an op whose step alone holds more.
+
+    Returns "op 'NAME' alone holds N bytes at its step", or None when every op's step fits.
+    """
+    step = op_step_memory(graph)
+    if not step.size or step.max() <= capacity:
+        return None
+    heaviest = int(step.argmax())
+    return f"op {graph.op_names[heaviest]!r} alone holds {int(step[heaviest]):,} bytes at its step"

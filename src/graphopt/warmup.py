@@ -262,7 +262,7 @@ def warm_solvers(names: Sequence[str], paths: Sequence[Path]) -> _Part:
         from graphopt.ir.io import read_graph
         from graphopt.optimize import optimize
         from graphopt.solvers.base import SolverError
-        from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
+        from graphopt.solvers.bounds import peak_memory_lower_bound
 
         solves = 0
         for path in paths:
@@ -273,7 +273,6 @@ def warm_solvers(names: Sequence[str], paths: Sequence[Path]) -> _Part:
                 if (name == "cp-sat") != path.name.startswith("exact"):
                     continue
                 for machine, pinned in machines(capacity):
-                    makespan_lower_bound(graph, machine)
                     for objective in ("peak-memory", "makespan"):
                         try:
                             optimize(

@@ -6,7 +6,7 @@ import pytest
 
 from builders import graph, op, solution, tensor, tiny
 from graphopt.costmodels._reference import reference_score
-from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.machine import Machine, parse_bytes
 from graphopt.costmodels.score import Score, Scorer, score
 from graphopt.errors import MachineError, SolutionError
 
@@ -248,6 +248,67 @@ def test_machine_and_solution_must_agree_on_devices() -> None:
 def test_machine_rejects_out_of_range_settings(kwargs, message) -> None:
     with pytest.raises(MachineError, match=message):
         Machine(**kwargs)
+
+
+def test_parse_bytes() -> None:
+    assert parse_bytes("16GiB") == 16 * 2**30
+    assert parse_bytes("1e9") == 10**9
+    assert parse_bytes("512 MB") == 512 * 10**6
+    with pytest.raises(MachineError):
+        parse_bytes("1.5B")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1.5GiB", 3 * 2**29),
+        ("16GB", 16 * 10**9),
+        (" 4096 ", 4096),
+        ("9007199254740993", 9007199254740993),  # exact: a float would round it
+        ("2tib", 2 * 2**40),
+    ],
+)
+def test_parse_bytes_reads_units_exactly(text, expected) -> None:
+    assert parse_bytes(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("16XB", "capacity must be a byte count such as 4096, 1e9 or 16GiB, got '16XB'"),
+        ("", "capacity must be a byte count"),
+        ("-1GB", "capacity must be a byte count"),
+        ("1\nXB", "capacity must be a byte count"),
+        ("1.5B", "capacity must be a whole number of bytes, got '1.5B'"),
+        ("1e400", "capacity must be a whole number of bytes"),
+    ],
+)
+def test_parse_bytes_refuses_with_one_line(text, message) -> None:
+    with pytest.raises(MachineError) as caught:
+        parse_bytes(text)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_machine_from_options_reads_cli_values() -> None:
+    machine = Machine.from_options(4, "16GiB", 1e-5, 1e10, "async")
+    assert machine == Machine(4, 16 * 2**30, 1e-5, 1e10, "async")
+    assert Machine.from_options(2) == Machine(n_devices=2)  # no bandwidth: infinite
+
+
+def test_machine_from_options_falls_back_to_the_recorded_machine() -> None:
+    recorded = Machine(2, 1000, 0.5, 100.0, "async").to_json()
+    assert Machine.from_options(2, recorded=recorded) == Machine(2, 1000, 0.5, 100.0, "async")
+    overridden = Machine.from_options(3, "2KB", bandwidth=50.0, recorded=recorded)
+    assert overridden == Machine(3, 2000, 0.5, 50.0, "async")
+    infinite = Machine(2).to_json()  # bandwidth null
+    assert Machine.from_options(2, recorded=infinite).bandwidth == float("inf")
+
+
+def test_machine_from_options_refuses_bad_values() -> None:
+    with pytest.raises(MachineError, match="capacity must be a byte count"):
+        Machine.from_options(2, "lots")
+    with pytest.raises(MachineError, match="mode must be 'sync' or 'async'"):
+        Machine.from_options(2, mode="eager")
 
 
 def test_claimed_objective_is_checked_to_1e9() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -10,6 +12,32 @@ from graphopt.errors import MachineError
 from graphopt.limits import MAX_CAPACITY, MAX_DEVICES
 
 TransferMode = Literal["sync", "async"]
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+def parse_bytes(text: str) -> int:
+    """Parses '16GiB', '512MB', '1e9' or '4096' into a number of bytes, exactly.
+
+    Whole numbers are read as integers (a float would round 9007199254740993 to ...992);
+    decimals and exponents must still come to a whole number of bytes.
+
+    Raises:
+        MachineError: text that is not a byte count, or not a whole number of bytes.
+    """
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*", text)
+    if not match or match.group(2).lower() not in _UNITS or len(match.group(1)) > 40:
+        raise MachineError(
+            f"capacity must be a byte count such as 4096, 1e9 or 16GiB, got '{text}'"
+        )
+    number, unit = match.group(1), _UNITS[match.group(2).lower()]
+    if number.isdigit():
+        return int(number) * unit
+    value = float(number) * unit
+    if not math.isfinite(value) or value != int(value):
+        raise MachineError(f"capacity must be a whole number of bytes, got '{text}'")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -66,6 +94,36 @@ class Machine:
             )
         if self.mode not in ("sync", "async"):
             raise MachineError(f"mode must be 'sync' or 'async', got {self.mode!r}")
+
+    @classmethod
+    def from_options(
+        cls,
+        devices: int,
+        capacity: str | None = None,
+        latency: float | None = None,
+        bandwidth: float | None = None,
+        mode: str | None = None,
+        recorded: Mapping[str, Any] | None = None,
+    ) -> Machine:
+        """The machine that command-line options describe, where users write values as text.
+
+        `capacity` is a byte count such as '16GiB' (`parse_bytes`). An option left None takes
+        its value from `recorded` (a solution's `machine` field, as `to_json` writes it), else
+        the field's default; a bandwidth that is still None is infinite (JSON's null).
+
+        Raises:
+            MachineError: a capacity that is not a byte count, or a setting out of range.
+        """
+        base = recorded or {}
+        if bandwidth is None:
+            bandwidth = base.get("bandwidth")
+        return cls(
+            n_devices=devices,
+            capacity=parse_bytes(capacity) if capacity is not None else base.get("capacity"),
+            latency=latency if latency is not None else base.get("latency", 0.0),
+            bandwidth=math.inf if bandwidth is None else bandwidth,
+            mode=mode if mode is not None else base.get("mode", "sync"),  # type: ignore[arg-type]
+        )
 
     def transfer_duration(self, size: int) -> float:
         """Seconds to move `size` bytes: latency + size / bandwidth."""

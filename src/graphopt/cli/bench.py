@@ -1,0 +1,194 @@
+"""The `bench` command: solvers compared on a suite with the papers' metrics, and zoo-real."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from graphopt.cli.common import CapacityOption, JsonFlag, print_json, user_errors
+from graphopt.errors import GraphoptError
+from graphopt.progress import progress_bar
+
+
+def _parse_budgets(text: str) -> list[int]:
+    """`--budgets 1000,2000,5000` as evaluation limits."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise GraphoptError(
+            f"--budgets must be comma-separated positive evaluation counts, got '{text}'"
+        )
+    return [int(part) for part in parts]
+
+
+@user_errors
+def bench(
+    suite: Annotated[
+        str,
+        typer.Argument(
+            help="Suite name (tiny-20, small-100, zoo-held-out, ...), dataset:DIR:SPLIT[:N] "
+            "(N graphs of a built dataset's split) or a folder of graphs."
+        ),
+    ],
+    solvers: Annotated[
+        str, typer.Option(help="Comma-separated solver names; brkga is always included.")
+    ] = "brkga,compiler-best,gp-metis",
+    objective: Annotated[
+        str | None,
+        typer.Option(help="peak-memory or makespan [default: peak-memory; zoo-real: both]."),
+    ] = None,
+    devices: Annotated[
+        int | None, typer.Option(help="Number of devices [default: 2; zoo-real: 2, 4 and 8].")
+    ] = None,
+    capacity: CapacityOption = None,
+    budget: Annotated[int, typer.Option(min=1, help="Evaluations per solver run.")] = 5000,
+    time_limit: Annotated[
+        float | None,
+        typer.Option("--time", help="zoo-real: seconds for auto per problem [default: 10]."),
+    ] = None,
+    budgets: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated evaluation limits, e.g. 1000,2000,5000,10000,20000,50000: "
+            "every solver but cp-sat also runs at each, for the budget curve (paper 001 fig. 5)."
+        ),
+    ] = None,
+    histogram: Annotated[
+        str | None,
+        typer.Option(
+            help="Solver whose per-graph improvement over brkga the histogram shows (paper 001 "
+            "fig. 4), added to --solvers if missing; default: every solver but brkga."
+        ),
+    ] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds per graph and solver.")] = 1,
+    exact_time: Annotated[
+        float, typer.Option("--exact-time", help="CP-SAT seconds per graph (> 0).")
+    ] = 10.0,
+    exact_max_ops: Annotated[
+        int | None,
+        typer.Option(
+            "--exact-max-ops",
+            help="Run cp-sat only on graphs of at most this many ops; the others' best known "
+            "value comes from the other solvers. Default: no limit.",
+        ),
+    ] = None,
+    output_dir: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="Folder for the reports.")
+    ] = Path("out/bench"),
+    as_json: JsonFlag = False,
+) -> None:
+    """Compare solvers on a suite with the papers' metrics; write markdown, CSV and plots.
+
+    summary.md records the command line, so published results say how they were made.
+    """
+    from graphopt.costmodels.machine import Machine
+    from graphopt.evaluation.bench import BASELINE, markdown_table, run_bench, write_reports
+    from graphopt.evaluation.suites import load_suite, report_name
+    from graphopt.solvers.base import Objective
+    from graphopt.solvers.registry import check_solver
+
+    if suite == "zoo-real":
+        _bench_zoo_real(objective, devices, time_limit, output_dir, as_json)
+        return
+    if time_limit is not None:
+        raise GraphoptError("--time applies to the zoo-real suite; other suites take --budget")
+    objective = objective or "peak-memory"
+    devices = 2 if devices is None else devices
+    names = [name.strip() for name in solvers.split(",") if name.strip()]
+    if histogram is not None:
+        if histogram == BASELINE:
+            raise GraphoptError(f"--histogram shows a solver against {BASELINE}, not {BASELINE}")
+        names = list(dict.fromkeys([*names, histogram]))
+    for name in names:
+        check_solver(name)
+    limits = _parse_budgets(budgets) if budgets is not None else None
+    if not (math.isfinite(exact_time) and exact_time > 0):
+        raise GraphoptError(f"--exact-time must be finite seconds > 0, got {exact_time}")
+    if exact_max_ops is not None and exact_max_ops < 1:
+        raise GraphoptError(
+            f"--exact-max-ops must be a positive number of ops, got {exact_max_ops}"
+        )
+    goal = Objective.parse(objective)
+    graphs = load_suite(suite)
+    machine = Machine.from_options(devices, capacity)
+    with progress_bar(quiet=as_json) as bar:
+        task = bar.add_task(f"bench {suite}", total=None)
+        result = run_bench(
+            graphs,
+            machine,
+            goal,
+            names,
+            seeds=range(seeds),
+            evaluations=budget,
+            exact_seconds=exact_time,
+            budgets=limits,
+            exact_max_ops=exact_max_ops,
+            progress=lambda done, total, label: bar.update(
+                task, completed=done, total=total, description=label[:40]
+            ),
+        )
+    title = f"{suite}: {goal.value}, {devices} devices, {len(graphs)} graphs, {seeds} seed(s)"
+    folder = output_dir / report_name(suite)
+    written = write_reports(result, folder, title, _command_line(), histogram)
+    if as_json:
+        print_json({"suite": suite, "summary": result.summary, "files": [str(p) for p in written]})
+    else:
+        typer.echo(title)
+        typer.echo(markdown_table(result.summary, budget))
+        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+
+
+def _bench_zoo_real(
+    objective: str | None,
+    devices: int | None,
+    seconds: float | None,
+    output_dir: Path,
+    as_json: bool,
+) -> None:
+    """`bench zoo-real`: real models on several devices, every baseline, auto, REGAL, bounds."""
+    from graphopt.costmodels.machine import Machine
+    from graphopt.evaluation.zoo_real import (
+        comparisons,
+        run_zoo_real,
+        summary_lines,
+        write_zoo_real,
+        zoo_graphs,
+    )
+    from graphopt.optimize import DEFAULT_SECONDS
+    from graphopt.solvers.base import Objective
+
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise GraphoptError(f"--time must be finite seconds > 0, got {seconds}")
+    if devices is not None:
+        Machine.from_options(devices)
+    objectives = [Objective.parse(objective)] if objective else list(Objective)
+    with progress_bar(quiet=as_json) as bar:
+        task = bar.add_task("bench zoo-real: exporting graphs", total=None)
+        graphs = zoo_graphs()
+        runs = run_zoo_real(
+            graphs,
+            (2, 4, 8) if devices is None else (devices,),
+            objectives,
+            seconds or DEFAULT_SECONDS,
+            progress=lambda done, total, label: bar.update(
+                task, completed=done, total=total, description=label[:40]
+            ),
+        )
+    written = write_zoo_real(runs, output_dir / "zoo-real", _command_line())
+    lines = summary_lines(comparisons(runs))
+    if as_json:
+        print_json({"suite": "zoo-real", "summary": lines, "files": [str(p) for p in written]})
+    else:
+        for line in lines:
+            typer.echo(line)
+        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+
+
+def _command_line() -> str:
+    """This run's command line, recorded in the reports so that results say how they were made."""
+    import shlex
+
+    return shlex.join(["graphopt", *sys.argv[1:]])

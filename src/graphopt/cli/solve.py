@@ -1,0 +1,270 @@
+"""Commands that solve and score: optimize, score, solvers, and warmup (the solvers' kernels)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from graphopt.cli.common import (
+    EXIT_INFEASIBLE,
+    BandwidthOption,
+    CapacityOption,
+    GraphArgument,
+    JsonFlag,
+    console,
+    print_json,
+    user_errors,
+)
+from graphopt.errors import GraphoptError, one_line
+from graphopt.progress import progress_bar
+
+
+@user_errors
+def score(
+    graph_path: GraphArgument,
+    solution_path: Annotated[
+        Path, typer.Argument(help="Solution file (graphopt.solution/1).", metavar="SOLUTION")
+    ],
+    devices: Annotated[int | None, typer.Option(help="Devices [default: the solution's].")] = None,
+    capacity: CapacityOption = None,
+    latency: Annotated[
+        float | None, typer.Option(help="Seconds added to each transfer [default: 0].")
+    ] = None,
+    bandwidth: BandwidthOption = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Transfer mode: sync or async [default: sync].")
+    ] = None,
+    reference: Annotated[
+        bool, typer.Option(help="Use the plain reference scorer (slow oracle).")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check a solution and compute its peak memory and makespan (COST_MODEL.md).
+
+    Machine settings come from the options, else from the solution's `machine` field, else the
+    defaults. Exits 1 when the solution's claimed objective disagrees with the computed one (checked
+    only on the solution's own machine, i.e. when no machine option is given).
+    """
+    from graphopt.costmodels.machine import Machine
+    from graphopt.costmodels.score import Scorer
+    from graphopt.ir.io import read_graph, read_solution
+
+    graph = read_graph(graph_path)
+    solution = read_solution(solution_path, graph, n_devices=devices)
+    machine = Machine.from_options(
+        solution.n_devices, capacity, latency, bandwidth, mode, recorded=solution.machine
+    )
+    if reference:
+        from graphopt.costmodels._reference import reference_score
+
+        result = reference_score(graph, solution, machine)
+    else:
+        result = Scorer(graph, machine).score(solution)
+    claimed = dict(solution.objective)
+    # Claims describe the solution's own machine; with another machine they are not comparable.
+    overridden = any(v is not None for v in (devices, capacity, latency, bandwidth, mode))
+    disagreements = [] if overridden else result.disagreements(claimed)
+    document = {
+        "graph": graph.name,
+        "devices": machine.n_devices,
+        "valid": True,
+        **result.to_json(),
+        "machine": machine.to_json(),
+        "claimed": claimed,
+        "claims_agree": None if overridden else not disagreements,
+    }
+    if as_json:
+        print_json(document)
+    else:
+        table = Table(
+            title=f"{solution_path.name} on {graph.name or graph_path.name}", show_header=False
+        )
+        table.add_row("valid", "yes")
+        table.add_row("peak memory (bytes)", f"{result.peak_memory:,}")
+        table.add_row("per device", ", ".join(f"{p:,}" for p in result.peak_memory_per_device))
+        if machine.capacity is not None:
+            table.add_row(
+                "fits capacity",
+                f"{'yes' if result.feasible else 'no'} ({machine.capacity:,} per device)",
+            )
+        table.add_row("makespan (s)", f"{result.makespan:.9g}")
+        table.add_row("speedup", f"{result.speedup:.4f}")
+        console.print(table)
+        for line in disagreements:
+            typer.echo(f"claim disagrees: {line}", err=True)
+    if disagreements:
+        raise typer.Exit(1)
+
+
+def _parse_pins(texts: list[str]) -> dict[str, int]:
+    """`--pin OP=DEVICE` options as {op: device}; an op pinned to two devices is refused."""
+    pins: dict[str, int] = {}
+    for text in texts:
+        name, sep, device = text.rpartition("=")
+        if not sep or not name or not device.strip().isdigit():
+            raise GraphoptError(
+                f"--pin must look like OP=DEVICE with DEVICE an integer >= 0, got '{text}'"
+            )
+        if pins.get(name, int(device)) != int(device):
+            raise GraphoptError(
+                f"--pin: op '{name}' is pinned to device {pins[name]} and to device {int(device)}"
+            )
+        pins[name] = int(device)
+    return pins
+
+
+@user_errors
+def optimize(
+    graph_path: GraphArgument,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Solution file to write (graphopt.solution/1).")
+    ],
+    objective: Annotated[
+        str, typer.Option(help="What to minimize: peak-memory or makespan.")
+    ] = "peak-memory",
+    devices: Annotated[int, typer.Option(help="Number of devices.")] = 2,
+    capacity: CapacityOption = None,
+    latency: Annotated[float, typer.Option(help="Seconds added to each transfer.")] = 0.0,
+    bandwidth: BandwidthOption = None,
+    mode: Annotated[str, typer.Option(help="Transfer mode: sync or async.")] = "sync",
+    solver: Annotated[str, typer.Option(help="Solver name (see `graphopt solvers`).")] = "auto",
+    policy: Annotated[
+        str | None,
+        typer.Option(help="Policy checkpoint for regal, gas or idrs (default: the shipped one)."),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(help="Evaluations (repeatable with --seed) [default: --time 10 if neither]."),
+    ] = None,
+    time_limit: Annotated[float | None, typer.Option("--time", help="Seconds of search.")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Random seed.")] = 0,
+    pin: Annotated[
+        list[str] | None,
+        typer.Option(help="Fix an op's device: OP=DEVICE, repeatable."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Find a placement and schedule; write the best solution and print a summary.
+
+    Ctrl-C stops the search and still writes the best solution found so far. Exits 3 (after
+    writing it) when no solution found fits the capacity.
+    """
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
+    from graphopt.costmodels.machine import Machine
+    from graphopt.ir.io import read_graph, write_solution
+    from graphopt.optimize import optimize as run_optimize
+
+    graph = read_graph(graph_path)
+    machine = Machine.from_options(devices, capacity, latency, bandwidth, mode)
+    pins = _parse_pins(pin or [])
+    unit = "bytes" if objective == "peak-memory" else "s"
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[best]}"),
+    ]
+    with progress_bar(*columns, TimeElapsedColumn(), quiet=as_json) as bar:
+        task = bar.add_task(solver, total=budget, best="")
+
+        def progress(evaluations: int, value: float, excess: int) -> None:
+            over = f", {excess:,} bytes over capacity in total" if excess else ""
+            bar.update(task, completed=evaluations, best=f"best {value:,.6g} {unit}{over}")
+
+        try:
+            result = run_optimize(
+                graph,
+                machine,
+                objective,
+                solver,
+                budget,
+                time_limit,
+                seed,
+                pins,
+                (),
+                progress,
+                policy,
+            )
+        except KeyboardInterrupt:
+            typer.echo("error: interrupted before any solution was found", err=True)
+            raise typer.Exit(130) from None
+        bar.update(task, completed=result.evaluations)
+    solution = result.solution
+    write_solution(graph, solution, output)
+    summary = {
+        "graph": graph.name,
+        "solver": solver,
+        "objective": result.objective.value,
+        "value": result.value,
+        "lower_bound": result.bound,
+        "gap": result.gap,
+        "status": result.status,
+        "feasible": result.feasible,
+        "evaluations": result.evaluations,
+        "seconds": result.seconds,
+        **result.score.to_json(),
+        "notes": list(solution.solver.get("notes", [])),
+        "output": str(output),
+    }
+    if as_json:
+        print_json(summary)
+    else:
+        table = Table(title=f"{solver} on {graph.name or graph_path.name}", show_header=False)
+        table.add_row("objective", f"{result.objective.value} ({unit})")
+        table.add_row("best", f"{result.value:,.9g}")
+        table.add_row("lower bound", f"{result.bound:,.9g} (best is {result.gap:.2%} above it)")
+        table.add_row("status", result.status)
+        table.add_row("peak memory (bytes)", f"{result.score.peak_memory:,}")
+        table.add_row("makespan (s)", f"{result.score.makespan:.9g}")
+        table.add_row("evaluations", f"{result.evaluations:,}")
+        table.add_row("seconds", f"{result.seconds:.3f}")
+        table.add_row("written to", str(output))
+        console.print(table)
+        for note in summary["notes"]:
+            typer.echo(f"note: {one_line(note)}", err=True)
+    if not result.feasible:
+        proof = f" No placement can meet it: {result.proof}." if result.proof else ""
+        typer.echo(
+            f"error: no solution found fits the capacity of {machine.capacity:,} bytes per "
+            f"device; the best needs {result.score.peak_memory:,} bytes on its fullest device, "
+            f"{result.excess:,} bytes over capacity in total; it was written to {output}.{proof}",
+            err=True,
+        )
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def solvers() -> None:
+    """List the solvers `optimize --solver` and `bench --solvers` accept."""
+    from graphopt.solvers.registry import SOLVERS
+
+    table = Table("solver", "what it does")
+    for name, entry in SOLVERS.items():
+        table.add_row(name, entry.description)
+    console.print(table)
+
+
+def warmup(
+    workers: Annotated[
+        int, typer.Option(min=1, help="Processes compiling side by side (1: this one only).")
+    ] = 2,
+) -> None:
+    """Compile the numba kernels the commands use, so that no later run compiles them.
+
+    The compiled code is cached beside the sources (or under NUMBA_CACHE_DIR) until they change.
+    """
+    from graphopt.warmup import warmup as run_warmup
+
+    report = run_warmup(workers, progress=lambda line: typer.echo(line, err=True))
+    typer.echo(
+        f"warmup: {report.compiled} kernel signatures compiled, {report.loaded} loaded, "
+        f"{report.solves} solves, {report.seconds:.1f} s"
+    )
+    if report.overlap:
+        typer.echo(
+            "warning: graphopt.warmup.PARALLEL is out of date: its groups share "
+            + ", ".join(report.overlap),
+            err=True,
+        )
