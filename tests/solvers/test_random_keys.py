@@ -11,9 +11,17 @@ from builders import tiny
 from graphopt.costmodels._reference import reference_check, reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.validity import Violation
+from graphopt.ir.generators import generate
 from graphopt.solvers._reference import reference_decode
 from graphopt.solvers.base import Objective, Problem, SolverError
-from graphopt.solvers.random_keys import ChromosomeLayout, RandomKeyDecoder, symmetry_pins
+from graphopt.solvers.random_keys import (
+    BUCKETS,
+    ChromosomeLayout,
+    RandomKeyDecoder,
+    _enqueue,
+    pack,
+    symmetry_pins,
+)
 from strategies import graphs, machines, problems
 
 
@@ -52,6 +60,40 @@ def test_encode_reproduces_any_valid_solution(problem) -> None:
     decoded = decoder.decode(decoder.encode(solution))
     np.testing.assert_array_equal(decoded.placement, solution.placement)
     np.testing.assert_array_equal(decoded.order, solution.order)
+
+
+@pytest.mark.parametrize("keys", ["uniform", "coarse", "ones"])
+def test_kernel_equals_reference_when_ready_buckets_collide(keys: str) -> None:
+    """Large ready sets put several entries in one bucket of the decoder's queue (its overflow
+    heap then decides), and a priority of exactly 1.0 packs to 2^62, one past the top bucket."""
+    graph = generate("layered", 600, seed=3)
+    machine = Machine(n_devices=3)
+    decoder = RandomKeyDecoder(Problem(graph, machine), symmetry_breaking=False)
+    rng = np.random.default_rng(7)
+    chromosomes = {
+        "uniform": rng.random((2, decoder.n_genes)),
+        "coarse": rng.integers(0, 64, (2, decoder.n_genes)) / 63.0,
+        "ones": np.ones((2, decoder.n_genes)),
+    }[keys]
+    decoded = decoder.evaluate(chromosomes)
+    for b in range(chromosomes.shape[0]):
+        expected = reference_decode(graph, chromosomes[b], 3, decoder.pins)
+        np.testing.assert_array_equal(decoded.orders[b, : decoded.lengths[b]], expected.order)
+        score = reference_score(graph, expected, machine)
+        assert decoded.makespans[b] == score.makespan
+        assert tuple(decoded.peaks[b]) == score.peak_memory_per_device
+
+
+def test_top_priority_takes_the_top_bucket() -> None:
+    buckets = np.empty(BUCKETS, dtype=np.int64)
+    leaves = np.zeros(BUCKETS >> 6, dtype=np.int64)
+    heap = np.full(3, -1, dtype=np.int64)
+    top = pack(1.0, 0, 4)
+    assert top >> 62 == 1  # 2^58 - 1 levels round up to 2^58 in floating point
+    summary, size = _enqueue(buckets, leaves, 0, heap, 0, top)
+    assert (summary, size, leaves[-1], buckets[-1]) == (-(1 << 63), 0, -(1 << 63), top)
+    summary, size = _enqueue(buckets, leaves, summary, heap, size, pack(1.0, 1, 4))
+    assert (size, heap[0]) == (1, pack(1.0, 1, 4))
 
 
 def test_layout_and_argmax_placement() -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros
 
 from graphopt.costmodels._kernels import PINNED, _u
 from graphopt.ir.graph import Graph
@@ -223,6 +224,11 @@ class RandomKeyDecoder:
         return keys
 
 
+BUCKETS = 4096
+"""Buckets of the decoder's ready set: one per value of bits 50-61 of a packed entry."""
+BUCKET_SHIFT = 62 - 12
+
+
 def code_bits(n_codes: int) -> int:
     """Bits that hold any event code below `n_codes` in a packed heap entry."""
     return max(int(n_codes).bit_length(), 1)
@@ -264,6 +270,8 @@ def _pop(heap: np.ndarray, size: int) -> int:
     size -= 1
     entry = heap[_u(size)]
     heap[_u(size)] = -1
+    if size == 0:
+        return 0
     i = 0
     while True:
         child = 2 * i + 1
@@ -276,6 +284,30 @@ def _pop(heap: np.ndarray, size: int) -> int:
         i = child
     heap[_u(i)] = entry
     return size
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _enqueue(
+    buckets: np.ndarray, leaves: np.ndarray, summary: int, heap: np.ndarray, size: int, entry: int
+) -> tuple[int, int]:
+    """Queues `entry`; returns the new (summary, size).
+
+    A bucket per value of bits 50-61 of the entry (priority 1.0 rounds up to 2^62 and shares
+    the top bucket) holds one entry; bit b & 63 of leaves[b >> 6] marks bucket b taken and bit
+    w of `summary` marks leaves[w] non-zero, so the top bucket is two leading-zero counts away.
+    An entry whose bucket is taken goes to the heap: rare for spread priorities, every entry
+    when all keys are equal. Inlined, so that the arrays cost no reference counting in the
+    decoder's loop.
+    """
+    slot = min(entry >> BUCKET_SHIFT, BUCKETS - 1)
+    word = slot >> 6
+    bit = np.int64(1) << (slot & 63)
+    leaf = leaves[_u(word)]
+    if leaf & bit == 0:
+        buckets[_u(slot)] = entry
+        leaves[_u(word)] = leaf | bit
+        return summary | (np.int64(1) << word), size
+    return summary, _push(heap, size, entry)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -333,20 +365,25 @@ def decode_and_score(
     while (1 << bits) <= n_codes:
         bits += 1
     mask = (1 << bits) - 1
-    # Heap entries of every event, packed in one sequential pass over the keys (the walk below
-    # then reads this compact array instead of scattered keys).
-    entries = np.empty(n_codes, dtype=np.int64)
+    # Queue entries of the ops, packed in one sequential pass over the keys (the walk below then
+    # reads this compact array instead of scattered keys); a transfer's entry is packed when it
+    # is queued, since most of the d copies of a tensor never happen.
+    entries = np.empty(n_ops, dtype=np.int64)
     for j in range(n_ops):
         entries[_u(j)] = pack(keys[_u(op_priority + j)], j, bits)
-    for code in range(n_ops, n_codes):
-        entries[_u(code)] = pack(keys[_u(transfer_priority - n_ops + code)], code, bits)
+    # The ready set: a bucket queue (see `_enqueue`) with the max-heap heap[:size] for the
+    # entries whose bucket is taken. A pop takes the larger of the top bucket's entry and the
+    # heap's root, so events leave in the same order as from one heap.
+    buckets = np.empty(BUCKETS, dtype=np.int64)
+    leaves = np.zeros(BUCKETS >> 6, dtype=np.int64)
+    summary = np.int64(0)
     heap = np.full(n_codes + 1, -1, dtype=np.int64)
     size = 0
     waiting = np.empty(n_ops, dtype=np.int32)
     for j in range(n_ops):
         waiting[_u(j)] = op_input_ptr[_u(j + 1)] - op_input_ptr[_u(j)]
         if waiting[_u(j)] == 0:
-            size = _push(heap, size, entries[_u(j)])
+            summary, size = _enqueue(buckets, leaves, summary, heap, size, entries[_u(j)])
 
     # Per copy (tensor * d + device): readers left (counted when the producer runs) and the
     # time the copy is available.
@@ -356,9 +393,26 @@ def decode_and_score(
     makespan = 0.0
     length = 0
 
-    while size > 0:
-        event = mask - (heap[_u(0)] & mask)
-        size = _pop(heap, size)
+    while True:
+        if summary != 0:
+            word = 63 - leading_zeros(summary)
+            leaf = leaves[_u(word)]
+            bit = 63 - leading_zeros(leaf)
+            entry = buckets[_u((word << 6) | bit)]
+            if heap[_u(0)] > entry:  # heap[0] is -1 when the heap is empty
+                entry = heap[_u(0)]
+                size = _pop(heap, size)
+            else:
+                leaf ^= np.int64(1) << bit
+                leaves[_u(word)] = leaf
+                if leaf == 0:
+                    summary ^= np.int64(1) << word
+        elif size > 0:
+            entry = heap[_u(0)]
+            size = _pop(heap, size)
+        else:
+            break
+        event = mask - (entry & mask)
         order[_u(length)] = event
         length += 1
         if event < n_ops:
@@ -389,11 +443,16 @@ def decode_and_score(
                         readers += 1
                         waiting[_u(consumer)] -= 1
                         if waiting[_u(consumer)] == 0:
-                            size = _push(heap, size, entries[_u(consumer)])
+                            summary, size = _enqueue(
+                                buckets, leaves, summary, heap, size, entries[_u(consumer)]
+                            )
                     else:
                         if readers_left[_u(base + target)] == 0:
                             readers += 1
-                            size = _push(heap, size, entries[_u(n_ops + base + target)])
+                            code = n_ops + base + target
+                            key = keys[_u(transfer_priority + base + target)]
+                            entry = pack(key, code, bits)
+                            summary, size = _enqueue(buckets, leaves, summary, heap, size, entry)
                         readers_left[_u(base + target)] += 1
                 if tensor_persistent[_u(t)]:
                     readers += PINNED
@@ -431,7 +490,9 @@ def decode_and_score(
                 if placement[_u(consumer)] == device:
                     waiting[_u(consumer)] -= 1
                     if waiting[_u(consumer)] == 0:
-                        size = _push(heap, size, entries[_u(consumer)])
+                        summary, size = _enqueue(
+                            buckets, leaves, summary, heap, size, entries[_u(consumer)]
+                        )
     return length, makespan
 
 
