@@ -24,7 +24,7 @@ from graphopt.learning.checkpoints import load_policy, policy_record, save_check
 from graphopt.learning.features import compute_features
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
-from graphopt.learning.records import FORMAT
+from graphopt.learning.records import REGAL_FORMAT
 from graphopt.learning.regal import PHASES, Regal, RegalConfig, shipped_policy_path, timed_solve
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
@@ -77,7 +77,7 @@ def test_read_record_reads_what_torch_loads(tmp_path) -> None:
     for path in paths:
         record = numpy_policy.read_record(path)
         reference = torch.load(path, map_location="cpu", weights_only=True)
-        assert record.keys() == reference.keys() and record["format"] == FORMAT
+        assert record.keys() == reference.keys() and record["format"] == REGAL_FORMAT.tag
         for key, value in reference.items():
             if key == "model_state":
                 assert list(record[key]) == list(value)
@@ -94,14 +94,14 @@ def test_read_record_runs_no_code_and_refuses_other_files(tmp_path) -> None:
             return (print, ("unpickled",))
 
     path = tmp_path / "evil.pt"
-    torch.save({"format": FORMAT, "x": Evil()}, path)
+    torch.save({"format": REGAL_FORMAT.tag, "x": Evil()}, path)
     with pytest.raises(numpy_policy.Unsupported, match="print"):
         numpy_policy.read_record(path)
     (tmp_path / "junk.pt").write_bytes(b"not a zip")
     with pytest.raises(numpy_policy.Unsupported):
         numpy_policy.read_record(tmp_path / "junk.pt")
     double = tmp_path / "double.pt"
-    torch.save({"format": FORMAT, "t": torch.zeros(3, dtype=torch.float64)}, double)
+    torch.save({"format": REGAL_FORMAT.tag, "t": torch.zeros(3, dtype=torch.float64)}, double)
     with pytest.raises(numpy_policy.Unsupported, match="DoubleStorage"):
         numpy_policy.read_record(double)
     # A file the numpy loader does not take is left to torch's loader (None, not an error).

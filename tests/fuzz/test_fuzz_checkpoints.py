@@ -50,15 +50,15 @@ from graphopt.datasets import DatasetConfig, build_dataset
 from graphopt.ir.io import write_graph
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import (
-    FORMAT,
-    CheckpointError,
     load_policy,
     read_checkpoint,
     save_checkpoint,
 )
 from graphopt.learning.features import FEATURE_SET, compute_features, node_feature_names
+from graphopt.learning.formats import CheckpointError
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.networks.regal import RegalPolicy
+from graphopt.learning.records import REGAL_FORMAT
 from graphopt.learning.train_regal import TrainConfig, _restore, train
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
@@ -98,13 +98,13 @@ EVIL_PICKLES = [
     pickle.dumps(_RunsCode(os.system, f"touch {MARKER}"), protocol=2),
     pickle.dumps(_RunsCode(exec, f"open({str(MARKER)!r}, 'w').close()"), protocol=2),
     pickle.dumps(_RunsCode(eval, f"open({str(MARKER)!r}, 'w')"), protocol=4),
-    pickle.dumps({"format": FORMAT, "x": _RunsCode(os.system, f"touch {MARKER}")}),
+    pickle.dumps({"format": REGAL_FORMAT.tag, "x": _RunsCode(os.system, f"touch {MARKER}")}),
     pickle.dumps(_RunsCode(shutil.rmtree, "/nonexistent-graphopt-fuzz"), protocol=2),
 ]
 """Pickles that run code when a plain `pickle.load` reads them."""
 
 VOCABULARY = (
-    FORMAT,
+    REGAL_FORMAT.tag,
     FEATURE_SET,
     "peak-memory",
     "makespan",

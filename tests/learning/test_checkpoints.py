@@ -5,10 +5,13 @@ from graphopt.learning.checkpoints import (
     CheckpointError,
     load_policy,
     policy_record,
+    read_checkpoint,
     save_checkpoint,
 )
 from graphopt.learning.envs.regal import InnerSearch
+from graphopt.learning.formats import CheckpointFormat
 from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
+from graphopt.learning.numpy_policy import load as load_numpy_policy
 
 
 def _saved(path, devices=2, objective="peak-memory", **changes):
@@ -58,6 +61,27 @@ def test_not_a_checkpoint(tmp_path) -> None:
     torch.save({"something": 1}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a graphopt REGAL policy"):
         load_policy(tmp_path / "other.pt")
+
+
+def test_each_system_reads_only_its_own_format(tmp_path) -> None:
+    gflownet = CheckpointFormat("graphopt.gflownet-policy/1", "GFlowNet policy", ("format", "w"))
+    save_checkpoint(tmp_path / "g.pt", {"format": gflownet.tag, "w": torch.zeros(2)})
+    assert read_checkpoint(tmp_path / "g.pt", gflownet)["w"].shape == (2,)
+    other = "not a graphopt REGAL policy checkpoint: its format is 'graphopt.gflownet-policy/1'"
+    with pytest.raises(CheckpointError, match=other):
+        load_policy(tmp_path / "g.pt")
+    assert load_numpy_policy(tmp_path / "g.pt", "peak-memory", 2) is None  # torch's says why
+    _saved(tmp_path / "p.pt")
+    with pytest.raises(CheckpointError, match="format is 'graphopt.regal-policy/1', this graph"):
+        read_checkpoint(tmp_path / "p.pt", gflownet)
+    _saved(tmp_path / "v2.pt", format="graphopt.regal-policy/2")
+    with pytest.raises(CheckpointError, match="this graphopt reads 'graphopt.regal-policy/1'"):
+        load_policy(tmp_path / "v2.pt")
+    save_checkpoint(tmp_path / "x.pt", {"format": gflownet.tag, "w": 1, "extra": 2})
+    with pytest.raises(CheckpointError, match="unknown field"):
+        read_checkpoint(tmp_path / "x.pt", gflownet)
+    with pytest.raises(ValueError, match="starts with 'graphopt.'"):
+        CheckpointFormat("regal/1", "REGAL policy", ("format",))
 
 
 def test_the_inner_search_is_recorded(tmp_path) -> None:

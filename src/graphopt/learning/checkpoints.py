@@ -30,27 +30,20 @@ from graphopt._messages import describe, reason
 from graphopt.learning.batching import make_batch
 from graphopt.learning.envs.regal import EnvSpec, InnerSearch
 from graphopt.learning.features import FEATURE_SET, GraphFeatures, node_feature_names
-from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
-from graphopt.learning.records import (  # noqa: F401 (the field checks live there, torch-free)
-    _OPTIONAL_KEYS,
-    _POLICY_KEYS,
-    _RUN_KEYS,
-    FORMAT,
-    MAX_FEATURE_EVALUATIONS,
-    MAX_HIDDEN,
-    MAX_LEVELS,
-    MAX_LOGIT,
-    MAX_ROUNDS,
+from graphopt.learning.formats import (
     CheckpointError,
-    _choice,
-    _exact_fields,
-    _inner_search,
-    _integer,
-    _is_scalar,
-    _json_field,
-    _number,
-    _policy_config,
+    CheckpointFormat,
     check_envelope,
+    exact_fields,
+    integer,
+    json_field,
+    number,
+)
+from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
+from graphopt.learning.records import (
+    _RUN_KEYS,
+    REGAL_FORMAT,
+    _policy_config,
     policy_fields,
 )
 
@@ -106,7 +99,7 @@ def policy_record(
 ) -> dict[str, Any]:
     """The part of a checkpoint that says what the weights are for."""
     return {
-        "format": FORMAT,
+        "format": REGAL_FORMAT.tag,
         "policy_config": asdict(network.config),
         "feature_set": FEATURE_SET,
         "node_features": list(node_feature_names(network.config.n_devices)),
@@ -126,11 +119,12 @@ def save_checkpoint(path: Path, record: dict[str, Any]) -> None:
     os.replace(partial, path)
 
 
-def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The raw record of a checkpoint file: a policy's fields, and a training run's with them.
+def read_checkpoint(path: str | Path, form: CheckpointFormat = REGAL_FORMAT) -> dict[str, Any]:
+    """The raw record of a checkpoint file of `form`: a policy's fields, and a run's with them.
 
     Only the envelope is checked here (format, field names); `load_policy` and
-    `read_run_checkpoint` check the fields they use.
+    `read_run_checkpoint` check the fields they use. Any system's loader reads through it with
+    its own format.
 
     Raises:
         CheckpointError: when absent, unreadable, not a checkpoint, or with a missing or
@@ -147,7 +141,7 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(
             f"{path} is not a readable policy checkpoint ({reason(error)})"
         ) from None
-    return check_envelope(record, path)
+    return check_envelope(record, path, form)
 
 
 def load_policy(
@@ -231,16 +225,16 @@ def read_run_checkpoint(path: str | Path, columns: Sequence[str]) -> RunCheckpoi
     for key in _RUN_KEYS:
         if key not in record:
             raise CheckpointError(f"{path}: not a training run's checkpoint (no '{key}')")
-    train_config = _json_field(record["train_config"], f"{path}: train_config")
+    train_config = json_field(record["train_config"], f"{path}: train_config")
     if not isinstance(train_config, dict):
         raise CheckpointError(f"{path}: train_config: must be a JSON object")
-    step = _integer(record["step"], f"{path}: step", 0, 2**62)
-    best_step = _integer(record["best_step"], f"{path}: best_step", 0, step)
-    best_validation = _number(record["best_validation"], f"{path}: best_validation")
-    seconds = _number(record["seconds"], f"{path}: seconds")
+    step = integer(record["step"], f"{path}: step", 0, 2**62)
+    best_step = integer(record["best_step"], f"{path}: best_step", 0, step)
+    best_validation = number(record["best_validation"], f"{path}: best_validation")
+    seconds = number(record["seconds"], f"{path}: seconds")
     if seconds < 0:
         raise CheckpointError(f"{path}: seconds: must be >= 0, got {describe(seconds)}")
-    history = _json_field(record["history"], f"{path}: history")
+    history = json_field(record["history"], f"{path}: history")
     if not isinstance(history, list) or len(history) != step + 1:
         raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
     for i, row in enumerate(history):
@@ -248,7 +242,7 @@ def read_run_checkpoint(path: str | Path, columns: Sequence[str]) -> RunCheckpoi
         if not isinstance(row, dict) or not set(row) <= set(columns) or row.get("step") != i:
             raise CheckpointError(f"{where}: must be a log row of step {i}")
         for key, value in row.items():
-            _number(value, f"{where}.{key}")
+            number(value, f"{where}.{key}")
     return RunCheckpoint(
         path, train_config, step, best_validation, best_step, seconds, history, record
     )
@@ -335,7 +329,7 @@ def _load_adam(optimizer: torch.optim.Adam, state: Any, step: int, clip: float, 
     """
     where = f"{path}: optimizer_state"
     current = optimizer.state_dict()
-    data = _exact_fields(state, where, ["state", "param_groups"])
+    data = exact_fields(state, where, ["state", "param_groups"])
     groups, expected = data["param_groups"], current["param_groups"]
     if not (
         isinstance(groups, list)
@@ -358,7 +352,7 @@ def _load_adam(optimizer: torch.optim.Adam, state: Any, step: int, clip: float, 
         ):
             raise CheckpointError(f"{where}.state: unknown parameter {describe(index)}")
         entry_where = f"{where}.state[{index}]"
-        entry = _exact_fields(entry, entry_where, _ADAM_STATE)
+        entry = exact_fields(entry, entry_where, _ADAM_STATE)
         like = parameters[index].detach()
         counter = _check_tensor(
             entry["step"], torch.zeros((), dtype=torch.float32), f"{entry_where}.step"

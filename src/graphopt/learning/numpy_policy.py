@@ -54,8 +54,9 @@ import numpy as np
 
 from graphopt.learning.actions import gene_distributions
 from graphopt.learning.features import EDGE_FEATURE_NAMES, GraphFeatures, node_feature_names
+from graphopt.learning.formats import CheckpointError, check_envelope
 from graphopt.learning.networks.regal_config import PolicyConfig
-from graphopt.learning.records import CheckpointError, PolicyFields, check_envelope, policy_fields
+from graphopt.learning.records import REGAL_FORMAT, PolicyFields, policy_fields
 from graphopt.solvers.brkga import GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
@@ -650,7 +651,7 @@ def load(path: str | Path, objective: str, n_devices: int) -> NumpyPolicy | None
     None also for a file `checkpoints.load_policy` would refuse: that loader says why.
     """
     try:
-        record = check_envelope(read_record(path), path)
+        record = check_envelope(read_record(path), path, REGAL_FORMAT)
         fields = policy_fields(record, path, objective, n_devices)
         config = fields.config
         if config.encoder == "lstm" and config.hidden % 2:

@@ -1,32 +1,35 @@
-"""The fields of a policy checkpoint, checked without torch.
+"""REGAL's checkpoint format and its fields, checked without torch.
 
-A checkpoint (`checkpoints.py`) is a torch-saved record; this module checks what it says
-besides its tensors, the same way whichever loader unpickled it: torch's `weights_only` loader
-(`checkpoints.load_policy`, for any file) or the numpy reader of shipped policies
-(`numpy_policy`, which must not import torch). Every check raises `CheckpointError` with a line
-that names the field.
+A checkpoint (`checkpoints.py`) is a torch-saved record tagged `REGAL_FORMAT`; this module checks
+what it says besides its tensors, the same way whichever loader unpickled it: torch's
+`weights_only` loader (`checkpoints.load_policy`, for any file) or the numpy reader of shipped
+policies (`numpy_policy`, which must not import torch). The envelope and the field checks any
+system's loader uses are in `formats.py`; every check raises `CheckpointError` naming the field.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from graphopt._messages import describe, reason, record_fields
-from graphopt.errors import GraphoptError
+from graphopt._messages import describe
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.envs.regal import SEARCHES, InnerSearch
 from graphopt.learning.features import FEATURE_SET, node_feature_names
+from graphopt.learning.formats import (
+    CheckpointError,
+    CheckpointFormat,
+    choice,
+    exact_fields,
+    integer,
+    is_scalar,
+    number,
+)
 from graphopt.learning.networks.regal_config import ENCODERS, PolicyConfig
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
-
-FORMAT = "graphopt.regal-policy/1"
 
 MAX_HIDDEN = 4096
 """Widest network a checkpoint may describe."""
@@ -59,10 +62,10 @@ _RUN_KEYS = (
     "seconds",
     "history",
 )
-
-
-class CheckpointError(GraphoptError):
-    """A checkpoint that is missing, unreadable, or made for another problem."""
+REGAL_FORMAT = CheckpointFormat(
+    "graphopt.regal-policy/1", "REGAL policy", _POLICY_KEYS, (*_OPTIONAL_KEYS, *_RUN_KEYS)
+)
+"""REGAL's (and GAS's and IDRS's) checkpoints: a policy, and a training run's state with it."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,20 +87,6 @@ class PolicyFields:
     feature_evaluations: int
     inner: InnerSearch
     metadata: dict[str, Any]
-
-
-def check_envelope(record: Any, path: str | Path) -> dict[str, Any]:
-    """The record of a checkpoint file, if its format and field names are a checkpoint's.
-
-    Raises:
-        CheckpointError: not a checkpoint, or with a missing or unknown field.
-    """
-    if not isinstance(record, dict) or not isinstance(record.get("format"), str):
-        raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
-    if record["format"] != FORMAT:
-        raise CheckpointError(f"{path} is not a graphopt REGAL policy checkpoint")
-    optional = (*_OPTIONAL_KEYS, *_RUN_KEYS)
-    return _exact_fields(record, f"{path}: checkpoint", _POLICY_KEYS, optional)
 
 
 def policy_fields(
@@ -122,7 +111,7 @@ def policy_fields(
         raise CheckpointError(
             f"{path} was trained for {config.n_devices} devices; the machine has {n_devices}"
         )
-    trained_for = _choice(record["objective"], [o.value for o in Objective], f"{path}: objective")
+    trained_for = choice(record["objective"], [o.value for o in Objective], f"{path}: objective")
     if objective is not None and trained_for != objective:
         raise CheckpointError(f"{path} was trained to minimize {trained_for}, not {objective}")
     features = record["node_features"]
@@ -130,91 +119,43 @@ def policy_fields(
         raise CheckpointError(f"{path}: node_features: must be a list of names")
     if features != list(node_feature_names(config.n_devices)):
         raise CheckpointError(f"{path} was trained on other node features")
-    search = _choice(record["search"], SEARCHES, f"{path}: search")
-    feature_evaluations = _integer(
+    search = choice(record["search"], SEARCHES, f"{path}: search")
+    feature_evaluations = integer(
         record["feature_evaluations"], f"{path}: feature_evaluations", 1, MAX_FEATURE_EVALUATIONS
     )
     inner = _inner_search(record.get("inner_search", {}), f"{path}: inner_search")
     metadata = record.get("metadata", {})
     if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and _is_scalar(v) for k, v in metadata.items()
+        isinstance(k, str) and is_scalar(v) for k, v in metadata.items()
     ):
         raise CheckpointError(f"{path}: metadata: must map names to plain values")
     return PolicyFields(config, trained_for, search, feature_evaluations, inner, metadata)
 
 
-# ------------------------------------------------------------------------------ field checks
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | bool | int | float)
-
-
-def _choice(value: Any, choices: Sequence[str], where: str) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise CheckpointError(
-            f"{where}: must be one of {', '.join(choices)}, got {describe(value)}"
-        )
-    return value
-
-
-def _integer(value: Any, where: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise CheckpointError(
-            f"{where}: must be an integer in [{low}, {high}], got {describe(value)}"
-        )
-    return value
-
-
-def _number(value: Any, where: str) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise CheckpointError(f"{where}: must be a number, got {describe(value)}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise CheckpointError(f"{where}: must be finite, got {describe(value)}")
-    return number
-
-
-def _json_field(value: Any, where: str) -> Any:
-    if not isinstance(value, str):
-        raise CheckpointError(f"{where}: must be JSON text, got {describe(value)}")
-    try:
-        return json.loads(value)
-    except (ValueError, RecursionError) as error:
-        raise CheckpointError(f"{where}: not valid JSON ({reason(error)})") from None
-
-
-def _exact_fields(
-    value: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()
-) -> dict[str, Any]:
-    return record_fields(value, where, required, optional, CheckpointError, "a dict")
-
-
 def _policy_config(value: Any, where: str) -> PolicyConfig:
     """The network's shape, each field of the right type and within the limits above."""
-    data = _exact_fields(
+    data = exact_fields(
         value, where, [f.name for f in fields(PolicyConfig) if f.name != "anchor"], ["anchor"]
     )
-    actions = _exact_fields(
+    actions = exact_fields(
         data["actions"], f"{where}.actions", [f.name for f in fields(ActionConfig)]
     )
-    _integer(data["n_devices"], f"{where}.n_devices", 2, MAX_DEVICES)
-    _integer(data["hidden"], f"{where}.hidden", 1, MAX_HIDDEN)
-    _integer(data["rounds"], f"{where}.rounds", 0, MAX_ROUNDS)
-    _integer(actions["levels"], f"{where}.actions.levels", 2, MAX_LEVELS)
+    integer(data["n_devices"], f"{where}.n_devices", 2, MAX_DEVICES)
+    integer(data["hidden"], f"{where}.hidden", 1, MAX_HIDDEN)
+    integer(data["rounds"], f"{where}.rounds", 0, MAX_ROUNDS)
+    integer(actions["levels"], f"{where}.actions.levels", 2, MAX_LEVELS)
     for key in ("placement", "scheduling", "elite_bias"):
         if not isinstance(actions[key], bool):
             raise CheckpointError(
                 f"{where}.actions.{key}: must be true or false, got {describe(actions[key])}"
             )
-    _choice(data["encoder"], ENCODERS, f"{where}.encoder")
-    _choice(data["aggregation"], ("mean", "add"), f"{where}.aggregation")
+    choice(data["encoder"], ENCODERS, f"{where}.encoder")
+    choice(data["aggregation"], ("mean", "add"), f"{where}.aggregation")
     anchor = data.get("anchor")
     for key, value in (("initial_mode_logit", data["initial_mode_logit"]), ("anchor", anchor)):
         if value is None and key == "anchor":  # no anchor: the heads start from the mode logit
             continue
-        if abs(_number(value, f"{where}.{key}")) > MAX_LOGIT:
+        if abs(number(value, f"{where}.{key}")) > MAX_LOGIT:
             raise CheckpointError(
                 f"{where}.{key}: must be in [-{MAX_LOGIT:g}, {MAX_LOGIT:g}], got {describe(value)}"
             )
@@ -225,14 +166,14 @@ def _policy_config(value: Any, where: str) -> PolicyConfig:
 
 
 def _inner_search(value: Any, where: str) -> InnerSearch:
-    data = _exact_fields(value, where, [], [f.name for f in fields(InnerSearch)])
+    data = exact_fields(value, where, [], [f.name for f in fields(InnerSearch)])
     preset, kept = data.get("brkga"), data.get("kept")
     if preset is not None and (
         not isinstance(preset, str) or re.fullmatch(r"[a-z0-9][a-z0-9_-]*", preset) is None
     ):
         raise CheckpointError(f"{where}.brkga: must be a BRKGA preset name, got {describe(preset)}")
     if kept is not None:
-        _integer(kept, f"{where}.kept", 1, 2**31 - 1)
+        integer(kept, f"{where}.kept", 1, 2**31 - 1)
     try:
         return InnerSearch(preset, kept)
     except SolverError as error:

@@ -30,6 +30,7 @@ import numpy as np
 from graphopt.ir.solution import Solution
 from graphopt.learning.envs.regal import RANDOM_BATCH, SEARCHES, steered_search
 from graphopt.learning.features import build_features, feature_population
+from graphopt.learning.formats import CheckpointError
 from graphopt.learning.numpy_policy import NumpyPolicy
 from graphopt.learning.numpy_policy import load as load_numpy_policy
 from graphopt.learning.numpy_policy import predict_genes as predict_numpy_genes
@@ -157,8 +158,6 @@ class Regal(Solver):
                     f"(shipped: {', '.join(shipped_policies()) or 'none'}); train one with "
                     "`graphopt train regal CONFIG` and pass it with --policy"
                 )
-        from graphopt.learning.checkpoints import CheckpointError  # imports torch: seconds
-
         try:
             return _load(path, objective, d)
         except CheckpointError as error:

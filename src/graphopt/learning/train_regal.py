@@ -32,15 +32,7 @@ from graphopt.configs import read_config
 from graphopt.ir.io import read_json
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
-from graphopt.learning.checkpoints import (
-    MAX_FEATURE_EVALUATIONS,
-    MAX_HIDDEN,
-    MAX_LEVELS,
-    MAX_ROUNDS,
-    policy_record,
-    read_run_checkpoint,
-    save_checkpoint,
-)
+from graphopt.learning.checkpoints import policy_record, read_run_checkpoint, save_checkpoint
 from graphopt.learning.envs.regal import (
     EnvSpec,
     InnerSearch,
@@ -59,6 +51,12 @@ from graphopt.learning.networks.regal import (
     sample_actions,
 )
 from graphopt.learning.objectives.reinforce import ADVANTAGES, Advantage, reinforce_loss
+from graphopt.learning.records import (
+    MAX_FEATURE_EVALUATIONS,
+    MAX_HIDDEN,
+    MAX_LEVELS,
+    MAX_ROUNDS,
+)
 from graphopt.learning.runs import (
     Cadence,
     RunLog,

@@ -1,0 +1,121 @@
+"""Checkpoint formats of the learned systems, and the torch-free field checks their loaders share.
+
+Every learned system saves its checkpoints as one record tagged with its own format
+(`CheckpointFormat`: REGAL's is `records.REGAL_FORMAT`; a new system declares its own beside its
+network). `check_envelope` refuses a file of another system or another version by naming both
+tags, before any field is read, so a GFlowNet checkpoint handed to REGAL's loader says so rather
+than failing on a missing field. The checks below are what every loader applies to a field read
+from a file (user input): each raises `CheckpointError` with a line that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphopt._messages import describe, reason, record_fields
+from graphopt.errors import GraphoptError
+
+PREFIX = "graphopt."
+"""What every graphopt checkpoint's format tag starts with."""
+
+
+class CheckpointError(GraphoptError):
+    """A checkpoint that is missing, unreadable, or made for another problem."""
+
+
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """One system's checkpoint format.
+
+    Attributes:
+        tag: the `format` field its files carry, 'graphopt.<system>-<kind>/<version>'.
+        what: how messages name such a file ('REGAL policy').
+        required: the record's fields.
+        optional: fields a record may hold besides (older files lack some; a training run's
+            `last.pt` adds its state).
+    """
+
+    tag: str
+    what: str
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.tag.startswith(PREFIX) or "format" not in self.required:
+            raise ValueError(f"a checkpoint format tag starts with {PREFIX!r} and is required")
+
+
+def check_envelope(record: Any, path: str | Path, form: CheckpointFormat) -> dict[str, Any]:
+    """The record of a checkpoint file, if it is one of `form` with exactly its field names.
+
+    Raises:
+        CheckpointError: not a graphopt checkpoint, one of another system or version (naming
+            both tags), or with a missing or unknown field.
+    """
+    tag = record.get("format") if isinstance(record, dict) else None
+    if not isinstance(tag, str) or not tag.startswith(PREFIX):
+        raise CheckpointError(f"{path} is not a graphopt {form.what} checkpoint")
+    if tag != form.tag:
+        raise CheckpointError(
+            f"{path} is not a graphopt {form.what} checkpoint: its format is {describe(tag)}, "
+            f"this graphopt reads {form.tag!r}"
+        )
+    return exact_fields(record, f"{path}: checkpoint", form.required, form.optional)
+
+
+def is_scalar(value: Any) -> bool:
+    """Whether `value` is a plain JSON scalar (metadata values are)."""
+    return value is None or isinstance(value, str | bool | int | float)
+
+
+def choice(value: Any, choices: Sequence[str], where: str) -> str:
+    """`value` if it is one of `choices`."""
+    if not isinstance(value, str) or value not in choices:
+        raise CheckpointError(
+            f"{where}: must be one of {', '.join(choices)}, got {describe(value)}"
+        )
+    return value
+
+
+def integer(value: Any, where: str, low: int, high: int) -> int:
+    """`value` if it is an integer (not a bool) in [low, high]."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise CheckpointError(
+            f"{where}: must be an integer in [{low}, {high}], got {describe(value)}"
+        )
+    return value
+
+
+def number(value: Any, where: str) -> float:
+    """`value` as a finite float, if it is a number (not a bool)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise CheckpointError(f"{where}: must be a number, got {describe(value)}")
+    try:
+        result = float(value)
+    except OverflowError:
+        result = math.inf
+    if not math.isfinite(result):
+        raise CheckpointError(f"{where}: must be finite, got {describe(value)}")
+    return result
+
+
+def json_field(value: Any, where: str) -> Any:
+    """The value of a field stored as JSON text."""
+    if not isinstance(value, str):
+        raise CheckpointError(f"{where}: must be JSON text, got {describe(value)}")
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError) as error:
+        raise CheckpointError(f"{where}: not valid JSON ({reason(error)})") from None
+
+
+def exact_fields(
+    value: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()
+) -> dict[str, Any]:
+    """`value` if it is a dict with every required field and no field outside both lists."""
+    return record_fields(value, where, required, optional, CheckpointError, "a dict")
