@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -436,6 +436,10 @@ class Tracker:
         return True
 
 
+Status = Literal["optimal", "feasible", "over-capacity", "interrupted"]
+"""How a solve ended (`Result.status`)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Result:
     """What a solve returns: the best solution (scored exactly), how it was found, its trace.
@@ -462,7 +466,7 @@ class Result:
     evaluations: int
     seconds: float
     trace: Trace
-    status: str
+    status: Status
     lower_bound: float | None = None
 
 
@@ -520,7 +524,7 @@ class Solver(ABC):
             )
         problem.check_capacity()
         tracker = Tracker(problem, budget, progress)
-        status = "feasible"
+        status: Status = "feasible"
         try:
             self.run(problem, tracker, np.random.default_rng(seed), initial)
         except BudgetExhausted:
@@ -532,7 +536,7 @@ class Solver(ABC):
         return finish(self, problem, tracker, seed, status)
 
 
-def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status: str) -> Result:
+def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status: Status) -> Result:
     """Builds the Result from the tracker's best: re-scored exactly, with the solver's record."""
     if tracker.best_placement is None or tracker.best_order is None:
         raise NoSolutionError(f"solver {solver.name!r} found no solution within its budget")
