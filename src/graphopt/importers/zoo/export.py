@@ -5,6 +5,7 @@ from __future__ import annotations
 from graphopt.costmodels.roofline import DEFAULT_DEVICE, DeviceSpec
 from graphopt.importers.torch_export import import_module, import_training_step
 from graphopt.importers.zoo._base import ZooModel
+from graphopt.importers.zoo.registry import get_model
 from graphopt.ir.graph import Graph
 
 
@@ -15,8 +16,6 @@ def export_graph(
 
     Graphs are named `<model>` and `<model>-train`, and carry the zoo name and family as attrs.
     """
-    from graphopt.importers.zoo import get_model
-
     entry = get_model(model) if isinstance(model, str) else model
     module, inputs = entry.build()
     if training:
