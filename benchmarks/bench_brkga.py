@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import statistics
 import sys
@@ -86,10 +87,10 @@ def bench_size(n_ops: int, n_devices: int, evaluations: int, family: str) -> dic
 
     def one() -> None:
         decode_and_score(
-            *decoder.kernel_arrays,
+            graph.arrays,
+            problem.machine.arrays,
             decoder.pins,
             keys[next(row) % 100],
-            *decoder.machine_args,
             placement,
             order,
             peak,
@@ -149,21 +150,18 @@ def compare_size(n_ops: int, n_devices: int, family: str, baseline, calls: int) 
         for name in ("current", "baseline")
     }
     kernels = {"current": decode_and_score, "baseline": baseline}
+    g, m = graph.arrays, decoder.problem.machine.arrays
+    # A checkout from before GraphArrays takes each array and machine scalar as an argument.
+    spread = "g" not in inspect.signature(baseline.py_func).parameters
     times: dict[str, list[float]] = {"current": [], "baseline": []}
 
     def timed(name: str) -> tuple[int, float]:
         placement, order, peak = outputs[name]
-        kernel = kernels[name]
         start = time.perf_counter()
-        result = kernel(
-            *decoder.kernel_arrays,
-            decoder.pins,
-            keys,
-            *decoder.machine_args,
-            placement,
-            order,
-            peak,
-        )
+        if name == "baseline" and spread:
+            result = baseline(*g, decoder.pins, keys, *m, placement, order, peak)
+        else:
+            result = kernels[name](g, m, decoder.pins, keys, placement, order, peak)
         times[name].append(time.perf_counter() - start)
         return result
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from builders import graph, op, solution, tensor, tiny
 from graphopt.costmodels._reference import reference_score
-from graphopt.costmodels.machine import Machine, parse_bytes
+from graphopt.costmodels.machine import Machine, MachineArrays, parse_bytes
 from graphopt.costmodels.score import Score, Scorer, score
 from graphopt.errors import MachineError, SolutionError
 
@@ -248,6 +250,15 @@ def test_machine_and_solution_must_agree_on_devices() -> None:
 def test_machine_rejects_out_of_range_settings(kwargs, message) -> None:
     with pytest.raises(MachineError, match=message):
         Machine(**kwargs)
+
+
+def test_machine_arrays_have_one_type_whatever_the_settings() -> None:
+    """Integer latency or bandwidth reach kernels as floats, so each kernel compiles once."""
+    machine = Machine(n_devices=3, latency=1, bandwidth=10**9, mode="async")
+    assert machine.arrays == MachineArrays(n_devices=3, latency=1.0, bandwidth=1e9, sync=False)
+    assert [type(value) for value in machine.arrays] == [int, float, float, bool]
+    assert Machine().arrays == MachineArrays(1, 0.0, math.inf, True)
+    assert machine.arrays is machine.arrays
 
 
 def test_parse_bytes() -> None:

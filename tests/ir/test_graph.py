@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from builders import assert_same_graph, graph, op, tensor, tiny
 from graphopt.errors import GraphError
 from graphopt.ir.convert import from_networkx, to_networkx, to_torch
+from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
+from graphopt.ir.io import read_graph, write_graph
 from strategies import graphs
 
 
@@ -37,6 +39,43 @@ def test_arrays_are_read_only() -> None:
             array[0] = 1
     with pytest.raises(AttributeError):
         g.name = "other"
+
+
+KERNEL_DTYPES = {
+    "tensor_size": np.int64,
+    "tensor_producer": np.int32,
+    "tensor_persistent": np.bool_,
+    "consumer_ptr": np.int64,
+    "consumer_op": np.int32,
+    "op_input_ptr": np.int64,
+    "op_input_tensor": np.int32,
+    "op_output_ptr": np.int64,
+    "op_output_tensor": np.int32,
+    "op_runtime": np.float64,
+    "op_temp_memory": np.int64,
+}
+
+
+def test_kernel_arrays_have_one_type_whatever_the_source(tmp_path) -> None:
+    """Every graph gives kernels the same array types, so each kernel compiles once."""
+    write_graph(generate("layered", 20, seed=0), tmp_path / "g.npz")
+    write_graph(tiny(), tmp_path / "g.json")
+    sources = [
+        tiny(),
+        tiny().with_tensor_sizes([1, 2, 3]),
+        tiny().with_op_runtimes([1, 2, 3]),
+        generate("erdos_renyi", 30, seed=1),
+        read_graph(tmp_path / "g.npz"),
+        read_graph(tmp_path / "g.json"),
+    ]
+    for g in sources:
+        arrays = g.arrays
+        assert arrays is g.arrays
+        assert list(arrays._fields) == list(KERNEL_DTYPES)
+        for name, array in arrays._asdict().items():
+            assert array is getattr(g, name), name
+            assert array.dtype == KERNEL_DTYPES[name], name
+            assert array.flags.c_contiguous and not array.flags.writeable, name
 
 
 def _nx_ops(g: Graph) -> nx.DiGraph:

@@ -16,6 +16,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from graphopt.costmodels.machine import MachineArrays
+from graphopt.ir.arrays import GraphArrays
+
 PINNED = 1 << 30
 """Extra readers given to a persistent tensor's home copy: it is never freed (section 4)."""
 
@@ -27,23 +30,10 @@ the random-key decoder's kernel. Only for indices already known to be in range."
 
 @numba.njit(cache=True, nogil=True)
 def score_solution(
-    tensor_size: np.ndarray,
-    tensor_producer: np.ndarray,
-    tensor_persistent: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    op_runtime: np.ndarray,
-    op_temp_memory: np.ndarray,
+    g: GraphArrays,
+    m: MachineArrays,
     placement: np.ndarray,
     order: np.ndarray,
-    n_devices: int,
-    latency: float,
-    bandwidth: float,
-    sync: bool,
     peak: np.ndarray,
 ) -> tuple[int, int, int, float]:
     """Scores one solution; writes per-device peaks into `peak` ([n_devices], overwritten).
@@ -52,8 +42,8 @@ def score_solution(
         (violation, where, detail, makespan): violation 0 when valid (see `validity.Violation`).
     """
     n_ops = placement.shape[0]
-    n_tensors = tensor_size.shape[0]
-    d = n_devices
+    n_tensors = g.tensor_size.shape[0]
+    d = m.n_devices
     peak[:] = 0
     for j in range(n_ops):
         if placement[_u(j)] < 0 or placement[_u(j)] >= d:
@@ -65,18 +55,18 @@ def score_solution(
     home_readers = np.empty(n_tensors, dtype=np.int32)
     memory = np.zeros(d, dtype=np.int64)
     for t in range(n_tensors):
-        home = placement[_u(tensor_producer[_u(t)])]
+        home = placement[_u(g.tensor_producer[_u(t)])]
         base = t * d
         n_transfers = 0
-        for e in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
-            device = placement[_u(consumer_op[_u(e)])]
+        for e in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
+            device = placement[_u(g.consumer_op[_u(e)])]
             count = n_consumers[_u(base + device)]
             n_transfers += (count == 0) & (device != home)
             n_consumers[_u(base + device)] = count + 1
         home_readers[_u(t)] = n_consumers[_u(base + home)] + n_transfers
-        if tensor_persistent[_u(t)]:
+        if g.tensor_persistent[_u(t)]:
             home_readers[_u(t)] += PINNED
-            memory[_u(home)] += tensor_size[_u(t)]
+            memory[_u(home)] += g.tensor_size[_u(t)]
 
     readers_left = np.empty(n_tensors * d, dtype=np.int32)
     ready = np.full(n_tensors * d, -1.0)  # time the copy is available; < 0 until it exists
@@ -96,8 +86,8 @@ def score_solution(
             device = placement[_u(code)]
             start = device_free[_u(device)]
             freed = 0  # bytes freed right after this step: inputs and outputs without readers
-            for e in range(op_input_ptr[_u(code)], op_input_ptr[_u(code + 1)]):
-                t = op_input_tensor[_u(e)]
+            for e in range(g.op_input_ptr[_u(code)], g.op_input_ptr[_u(code + 1)]):
+                t = g.op_input_tensor[_u(e)]
                 copy = t * d + device
                 available = ready[_u(copy)]
                 if available < 0.0:
@@ -107,30 +97,30 @@ def score_solution(
                 left = readers_left[_u(copy)] - 1
                 readers_left[_u(copy)] = left
                 if left == 0:
-                    freed += tensor_size[_u(t)]
-            finish = start + op_runtime[_u(code)]
+                    freed += g.tensor_size[_u(t)]
+            finish = start + g.op_runtime[_u(code)]
             device_free[_u(device)] = finish
             if finish > makespan:
                 makespan = finish
             resident = memory[_u(device)]
-            for e in range(op_output_ptr[_u(code)], op_output_ptr[_u(code + 1)]):
-                t = op_output_tensor[_u(e)]
+            for e in range(g.op_output_ptr[_u(code)], g.op_output_ptr[_u(code + 1)]):
+                t = g.op_output_tensor[_u(e)]
                 copy = t * d + device
                 ready[_u(copy)] = finish
                 left = home_readers[_u(t)]
                 readers_left[_u(copy)] = left
-                if not tensor_persistent[_u(t)]:
-                    resident += tensor_size[_u(t)]
+                if not g.tensor_persistent[_u(t)]:
+                    resident += g.tensor_size[_u(t)]
                 if left == 0:
-                    freed += tensor_size[_u(t)]
-            current = resident + op_temp_memory[_u(code)]
+                    freed += g.tensor_size[_u(t)]
+            current = resident + g.op_temp_memory[_u(code)]
             if current > peak[_u(device)]:
                 peak[_u(device)] = current
             memory[_u(device)] = resident - freed
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
-            home = placement[_u(tensor_producer[_u(t)])]
+            home = placement[_u(g.tensor_producer[_u(t)])]
             copy = t * d + device
             if device == home or n_consumers[_u(copy)] == 0:
                 return 4, position, -1, 0.0
@@ -140,8 +130,8 @@ def score_solution(
             produced = ready[_u(source)]
             if produced < 0.0:
                 return 6, position, -1, 0.0
-            duration = latency + tensor_size[_u(t)] / bandwidth
-            if sync:
+            duration = m.latency + g.tensor_size[_u(t)] / m.bandwidth
+            if m.sync:
                 start = device_free[_u(device)]
                 if produced > start:
                     start = produced
@@ -153,7 +143,7 @@ def score_solution(
                 makespan = finish
             ready[_u(copy)] = finish
             readers_left[_u(copy)] = n_consumers[_u(copy)]
-            memory[_u(device)] += tensor_size[_u(t)]
+            memory[_u(device)] += g.tensor_size[_u(t)]
             if memory[_u(device)] > peak[_u(device)]:
                 peak[_u(device)] = memory[_u(device)]
             if memory[_u(home)] > peak[_u(home)]:
@@ -161,7 +151,7 @@ def score_solution(
             left = readers_left[_u(source)] - 1
             readers_left[_u(source)] = left
             if left == 0:
-                memory[_u(home)] -= tensor_size[_u(t)]
+                memory[_u(home)] -= g.tensor_size[_u(t)]
 
     for j in range(n_ops):
         if op_done[_u(j)] == 0:
@@ -171,24 +161,11 @@ def score_solution(
 
 @numba.njit(cache=True, parallel=True)
 def score_population(
-    tensor_size: np.ndarray,
-    tensor_producer: np.ndarray,
-    tensor_persistent: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    op_runtime: np.ndarray,
-    op_temp_memory: np.ndarray,
+    g: GraphArrays,
+    m: MachineArrays,
     placements: np.ndarray,
     orders: np.ndarray,
     lengths: np.ndarray,
-    n_devices: int,
-    latency: float,
-    bandwidth: float,
-    sync: bool,
     peaks: np.ndarray,
     status: np.ndarray,
     makespans: np.ndarray,
@@ -202,23 +179,10 @@ def score_population(
     """
     for b in numba.prange(placements.shape[0]):
         violation, where, detail, makespan = score_solution(
-            tensor_size,
-            tensor_producer,
-            tensor_persistent,
-            consumer_ptr,
-            consumer_op,
-            op_input_ptr,
-            op_input_tensor,
-            op_output_ptr,
-            op_output_tensor,
-            op_runtime,
-            op_temp_memory,
+            g,
+            m,
             placements[b],
             orders[b, : lengths[b]],
-            n_devices,
-            latency,
-            bandwidth,
-            sync,
             peaks[b],
         )
         status[b, 0] = violation

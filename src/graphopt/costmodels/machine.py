@@ -6,7 +6,8 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import cached_property
+from typing import Any, Literal, NamedTuple
 
 from graphopt.errors import MachineError
 from graphopt.limits import MAX_CAPACITY, MAX_DEVICES
@@ -38,6 +39,19 @@ def parse_bytes(text: str) -> int:
     if not math.isfinite(value) or value != int(value):
         raise MachineError(f"capacity must be a whole number of bytes, got '{text}'")
     return int(value)
+
+
+class MachineArrays(NamedTuple):
+    """The machine as numba kernels take it (beside `Graph.arrays`): the scalars its rules read."""
+
+    n_devices: int
+    """d, the number of devices (int64 in a kernel)."""
+    latency: float
+    """Seconds added to every transfer (float64)."""
+    bandwidth: float
+    """Bytes per second of a transfer (float64, inf for free transfers)."""
+    sync: bool
+    """Whether a transfer occupies its destination device (mode 'sync')."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +137,16 @@ class Machine:
             latency=latency if latency is not None else base.get("latency", 0.0),
             bandwidth=math.inf if bandwidth is None else bandwidth,
             mode=mode if mode is not None else base.get("mode", "sync"),  # type: ignore[arg-type]
+        )
+
+    @cached_property
+    def arrays(self) -> MachineArrays:
+        """The scalars numba kernels read, with fixed types so that each kernel compiles once."""
+        return MachineArrays(
+            n_devices=self.n_devices,
+            latency=float(self.latency),
+            bandwidth=float(self.bandwidth),
+            sync=self.mode == "sync",
         )
 
     def transfer_duration(self, size: int) -> float:

@@ -95,7 +95,7 @@ class Scorer:
     """Scores solutions of one graph on one machine with the numba kernels.
 
     Args:
-        graph: the graph; its CSR arrays are gathered once here.
+        graph: the graph; the kernels read its `arrays`.
         machine: devices, capacity and transfer model.
     """
 
@@ -103,25 +103,6 @@ class Scorer:
         check_problem_size(graph, machine)
         self.graph = graph
         self.machine = machine
-        self.kernel_arrays = (  # the graph as the numba kernels take it
-            graph.tensor_size,
-            graph.tensor_producer,
-            graph.tensor_persistent,
-            graph.consumer_ptr,
-            graph.consumer_op,
-            graph.op_input_ptr,
-            graph.op_input_tensor,
-            graph.op_output_ptr,
-            graph.op_output_tensor,
-            graph.op_runtime,
-            graph.op_temp_memory,
-        )
-        self.machine_args = (  # d, latency, bandwidth, sync
-            machine.n_devices,
-            float(machine.latency),
-            float(machine.bandwidth),
-            machine.mode == "sync",
-        )
 
     def evaluate(
         self, placement: np.ndarray, order: np.ndarray
@@ -137,10 +118,10 @@ class Scorer:
         """
         peak = np.zeros(self.machine.n_devices, dtype=np.int64)
         violation, where, detail, makespan = _kernels.score_solution(
-            *self.kernel_arrays,
+            self.graph.arrays,
+            self.machine.arrays,
             np.ascontiguousarray(placement, dtype=np.int32),
             np.ascontiguousarray(order, dtype=np.int64),
-            *self.machine_args,
             peak,
         )
         return peak, makespan, (violation, where, detail)
@@ -168,11 +149,11 @@ class Scorer:
         status = np.zeros((n, 3), dtype=np.int64)
         makespans = np.zeros(n, dtype=np.float64)
         _kernels.score_population(
-            *self.kernel_arrays,
+            self.graph.arrays,
+            self.machine.arrays,
             placements,
             orders,
             np.ascontiguousarray(lengths, dtype=np.int64),
-            *self.machine_args,
             peaks,
             status,
             makespans,

@@ -18,6 +18,7 @@ import numpy as np
 
 from graphopt.errors import GraphError
 from graphopt.ir._algorithms import longest_path, reachable, topological_order
+from graphopt.ir.arrays import GraphArrays
 from graphopt.limits import MAX_ITEMS, MAX_TOTAL_BYTES
 
 INDEX = np.int32
@@ -266,6 +267,23 @@ class Graph:
     def op_output_tensor(self) -> np.ndarray:
         """[n_tensors] int32: the tensors each op produces, ascending."""
         return self._outputs[1]
+
+    @cached_property
+    def arrays(self) -> GraphArrays:
+        """The arrays numba kernels read, gathered once: every kernel takes this one tuple."""
+        return GraphArrays(
+            tensor_size=self.tensor_size,
+            tensor_producer=self.tensor_producer,
+            tensor_persistent=self.tensor_persistent,
+            consumer_ptr=self.consumer_ptr,
+            consumer_op=self.consumer_op,
+            op_input_ptr=self.op_input_ptr,
+            op_input_tensor=self.op_input_tensor,
+            op_output_ptr=self.op_output_ptr,
+            op_output_tensor=self.op_output_tensor,
+            op_runtime=self.op_runtime,
+            op_temp_memory=self.op_temp_memory,
+        )
 
     @cached_property
     def _successor_edges(self) -> tuple[np.ndarray, np.ndarray]:

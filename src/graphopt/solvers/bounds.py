@@ -29,6 +29,7 @@ import numba
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 
 
@@ -58,34 +59,30 @@ size) find every op's ancestors and descendants. Larger graphs get the bound wit
 def _forced_live(
     ancestors: np.ndarray,
     descendants: np.ndarray,
-    tensor_size: np.ndarray,
-    tensor_producer: np.ndarray,
-    tensor_persistent: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
+    g: GraphArrays,
 ) -> np.ndarray:
     """[n_ops] int64 F_j: bytes of non-persistent tensors made before and read after each op."""
     n_ops, words = descendants.shape
     forced = np.zeros(n_ops, dtype=np.int64)
     between = np.zeros(words, dtype=np.uint64)
-    for tensor in range(tensor_size.shape[0]):
-        if tensor_persistent[tensor] or tensor_size[tensor] == 0:
+    for tensor in range(g.tensor_size.shape[0]):
+        if g.tensor_persistent[tensor] or g.tensor_size[tensor] == 0:
             continue
-        producer = tensor_producer[tensor]
+        producer = g.tensor_producer[tensor]
         between[:] = 0
-        for k in range(consumer_ptr[tensor], consumer_ptr[tensor + 1]):
-            consumer = consumer_op[k]
+        for k in range(g.consumer_ptr[tensor], g.consumer_ptr[tensor + 1]):
+            consumer = g.consumer_op[k]
             for w in range(words):
                 between[w] |= ancestors[consumer, w]
-        for k in range(consumer_ptr[tensor], consumer_ptr[tensor + 1]):
-            consumer = consumer_op[k]
+        for k in range(g.consumer_ptr[tensor], g.consumer_ptr[tensor + 1]):
+            consumer = g.consumer_op[k]
             between[consumer >> 6] &= ~(np.uint64(1) << np.uint64(consumer & 63))
         for w in range(words):
             word = between[w] & descendants[producer, w]
             bit = 0
             while word:
                 if word & np.uint64(1):
-                    forced[w * 64 + bit] += tensor_size[tensor]
+                    forced[w * 64 + bit] += g.tensor_size[tensor]
                 word >>= np.uint64(1)
                 bit += 1
     return forced
@@ -98,11 +95,7 @@ def forced_live_bytes(graph: Graph) -> np.ndarray:
     return _forced_live(
         graph.reachable_bits(forward=False),
         graph.reachable_bits(forward=True),
-        graph.tensor_size,
-        graph.tensor_producer,
-        graph.tensor_persistent,
-        graph.consumer_ptr,
-        graph.consumer_op,
+        graph.arrays,
     )
 
 

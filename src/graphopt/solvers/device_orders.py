@@ -22,6 +22,7 @@ from collections.abc import Iterator, Mapping
 import numba
 import numpy as np
 
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.solvers.base import Problem
 from graphopt.solvers.events import events_from_op_order
@@ -52,11 +53,7 @@ def merge_device_orders(
     position = np.empty(graph.n_ops, dtype=np.int64)
     position[by_device] = np.arange(graph.n_ops) - device_ptr[placement[by_device]]
     return _merge(
-        graph.op_input_ptr,
-        graph.consumer_ptr,
-        graph.consumer_op.astype(np.int64),
-        graph.op_output_ptr,
-        graph.op_output_tensor.astype(np.int64),
+        graph.arrays,
         placement,
         by_device.astype(np.int64),
         device_ptr,
@@ -66,11 +63,7 @@ def merge_device_orders(
 
 @numba.njit(cache=True)
 def _merge(
-    op_input_ptr: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
+    g: GraphArrays,
     placement: np.ndarray,
     by_device: np.ndarray,
     device_ptr: np.ndarray,
@@ -80,7 +73,7 @@ def _merge(
     d = device_ptr.shape[0] - 1
     waiting = np.zeros(n_ops, dtype=np.int64)
     for j in range(n_ops):
-        waiting[j] = op_input_ptr[j + 1] - op_input_ptr[j]
+        waiting[j] = g.op_input_ptr[j + 1] - g.op_input_ptr[j]
     done = np.zeros(n_ops, dtype=np.uint8)
     head = device_ptr[:-1].copy()
     out = np.empty(n_ops, dtype=np.int64)
@@ -103,10 +96,10 @@ def _merge(
                     best, chosen = position[j], j
         done[chosen] = 1
         out[step] = chosen
-        for e in range(op_output_ptr[chosen], op_output_ptr[chosen + 1]):
-            t = op_output_tensor[e]
-            for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                waiting[consumer_op[c]] -= 1
+        for e in range(g.op_output_ptr[chosen], g.op_output_ptr[chosen + 1]):
+            t = g.op_output_tensor[e]
+            for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                waiting[g.consumer_op[c]] -= 1
     return out
 
 

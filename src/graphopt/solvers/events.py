@@ -16,6 +16,7 @@ import numba
 import numpy as np
 
 from graphopt.errors import SolutionError
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.solvers.base import Problem, Tracker
 
@@ -50,19 +51,7 @@ def events_from_op_order(
         raise SolutionError(f"transfers must be 'lazy' or 'eager', got {transfers!r}")
     if op_order.shape[0] != graph.n_ops:
         raise SolutionError(f"op order has {op_order.shape[0]} entries for {graph.n_ops} ops")
-    order, bad = _events(
-        graph.op_input_ptr,
-        graph.op_input_tensor,
-        graph.op_output_ptr,
-        graph.op_output_tensor,
-        graph.consumer_ptr,
-        graph.consumer_op,
-        graph.tensor_producer,
-        placement,
-        op_order,
-        n_devices,
-        transfers == "lazy",
-    )
+    order, bad = _events(graph.arrays, placement, op_order, n_devices, transfers == "lazy")
     if bad >= 0:
         raise SolutionError(
             f"op order is not a topological order of all ops: op {graph.op_names[bad]!r} "
@@ -73,20 +62,14 @@ def events_from_op_order(
 
 @numba.njit(cache=True)
 def _events(
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    tensor_producer: np.ndarray,
+    g: GraphArrays,
     placement: np.ndarray,
     op_order: np.ndarray,
     d: int,
     lazy: bool,
 ) -> tuple[np.ndarray, int]:
     n_ops = placement.shape[0]
-    n_tensors = tensor_producer.shape[0]
+    n_tensors = g.tensor_producer.shape[0]
     done = np.zeros(n_ops, dtype=np.uint8)
     sent = np.zeros(n_tensors * d, dtype=np.uint8)
     out = np.empty(n_ops + n_tensors * d, dtype=np.int64)
@@ -96,11 +79,11 @@ def _events(
         if j < 0 or j >= n_ops or done[j]:
             return out[:0], max(min(j, n_ops - 1), 0)
         device = placement[j]
-        for e in range(op_input_ptr[j], op_input_ptr[j + 1]):
-            t = op_input_tensor[e]
-            if not done[tensor_producer[t]]:
+        for e in range(g.op_input_ptr[j], g.op_input_ptr[j + 1]):
+            t = g.op_input_tensor[e]
+            if not done[g.tensor_producer[t]]:
                 return out[:0], j
-            if lazy and placement[tensor_producer[t]] != device and not sent[t * d + device]:
+            if lazy and placement[g.tensor_producer[t]] != device and not sent[t * d + device]:
                 sent[t * d + device] = 1
                 out[n] = n_ops + t * d + device
                 n += 1
@@ -108,10 +91,10 @@ def _events(
         out[n] = j
         n += 1
         if not lazy:
-            for e in range(op_output_ptr[j], op_output_ptr[j + 1]):
-                t = op_output_tensor[e]
-                for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                    target = placement[consumer_op[c]]
+            for e in range(g.op_output_ptr[j], g.op_output_ptr[j + 1]):
+                t = g.op_output_tensor[e]
+                for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                    target = placement[g.consumer_op[c]]
                     if target != device and not sent[t * d + target]:
                         sent[t * d + target] = 1
                         out[n] = n_ops + t * d + target

@@ -31,6 +31,8 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from graphopt.costmodels.machine import MachineArrays
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, SolverError, Tracker
 from graphopt.solvers.events import events_from_op_order
@@ -48,26 +50,6 @@ _MOVES_PER_THREAD = 8
 
 _MAX_THREADS = 8
 """Most threads a batch is split over (each needs its own scratch row of O(n_tensors * d))."""
-
-
-class GraphArrays(NamedTuple):
-    """Graph and machine arrays the kernels read."""
-
-    tensor_size: np.ndarray
-    tensor_producer: np.ndarray
-    tensor_persistent: np.ndarray
-    consumer_ptr: np.ndarray
-    consumer_op: np.ndarray
-    op_input_ptr: np.ndarray
-    op_input_tensor: np.ndarray
-    op_output_ptr: np.ndarray
-    op_output_tensor: np.ndarray
-    op_runtime: np.ndarray
-    op_temp_memory: np.ndarray
-    n_devices: int
-    latency: float
-    bandwidth: float
-    sync: bool
 
 
 class _Current(NamedTuple):
@@ -120,27 +102,13 @@ class _Scratch(NamedTuple):
 
 # ------------------------------------------------------------------------------- profiles
 @numba.njit(cache=True)
-def _profile(g: GraphArrays, placement: np.ndarray, order: np.ndarray) -> _Current:
+def _profile(
+    g: GraphArrays, m: MachineArrays, placement: np.ndarray, order: np.ndarray
+) -> _Current:
     """Scores a valid solution step by step and keeps what move evaluation needs."""
-    (
-        tensor_size,
-        tensor_producer,
-        tensor_persistent,
-        consumer_ptr,
-        consumer_op,
-        op_input_ptr,
-        op_input_tensor,
-        op_output_ptr,
-        op_output_tensor,
-        op_runtime,
-        op_temp_memory,
-        d,
-        latency,
-        bandwidth,
-        sync,
-    ) = g
+    d = m.n_devices
     n_ops = placement.shape[0]
-    n_tensors = tensor_size.shape[0]
+    n_tensors = g.tensor_size.shape[0]
     n_events = order.shape[0]
     position = np.full(n_ops + n_tensors * d, -1, dtype=np.int64)
     for k in range(n_events):
@@ -149,14 +117,14 @@ def _profile(g: GraphArrays, placement: np.ndarray, order: np.ndarray) -> _Curre
     n_transfers = np.zeros(n_tensors, dtype=np.int64)
     memory = np.zeros(d, dtype=np.int64)
     for t in range(n_tensors):
-        home = placement[tensor_producer[t]]
-        for e in range(consumer_ptr[t], consumer_ptr[t + 1]):
-            device = placement[consumer_op[e]]
+        home = placement[g.tensor_producer[t]]
+        for e in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+            device = placement[g.consumer_op[e]]
             if n_consumers[t * d + device] == 0 and device != home:
                 n_transfers[t] += 1
             n_consumers[t * d + device] += 1
-        if tensor_persistent[t]:
-            memory[home] += tensor_size[t]
+        if g.tensor_persistent[t]:
+            memory[home] += g.tensor_size[t]
     readers_left = np.zeros(n_tensors * d, dtype=np.int64)
     ready = np.full(n_tensors * d, -1.0)
     resident = np.empty((n_events + 1, d), dtype=np.int64)
@@ -177,37 +145,37 @@ def _profile(g: GraphArrays, placement: np.ndarray, order: np.ndarray) -> _Curre
             device = placement[code]
             start = clock[device]
             freed = 0
-            for e in range(op_input_ptr[code], op_input_ptr[code + 1]):
-                t = op_input_tensor[e]
+            for e in range(g.op_input_ptr[code], g.op_input_ptr[code + 1]):
+                t = g.op_input_tensor[e]
                 copy = t * d + device
                 start = max(start, ready[copy])
-                if tensor_persistent[t] and placement[tensor_producer[t]] == device:
+                if g.tensor_persistent[t] and placement[g.tensor_producer[t]] == device:
                     continue
                 readers_left[copy] -= 1
                 if readers_left[copy] == 0:
-                    freed += tensor_size[t]
-            finish = start + op_runtime[code]
+                    freed += g.tensor_size[t]
+            finish = start + g.op_runtime[code]
             clock[device] = finish
             makespan = max(makespan, finish)
             held = memory[device]
-            for e in range(op_output_ptr[code], op_output_ptr[code + 1]):
-                t = op_output_tensor[e]
+            for e in range(g.op_output_ptr[code], g.op_output_ptr[code + 1]):
+                t = g.op_output_tensor[e]
                 copy = t * d + device
                 ready[copy] = finish
                 readers_left[copy] = n_consumers[copy] + n_transfers[t]
-                if not tensor_persistent[t]:
-                    held += tensor_size[t]
+                if not g.tensor_persistent[t]:
+                    held += g.tensor_size[t]
                     if readers_left[copy] == 0:
-                        freed += tensor_size[t]
-            measured[k, device] = held + op_temp_memory[code]
+                        freed += g.tensor_size[t]
+            measured[k, device] = held + g.op_temp_memory[code]
             memory[device] = held - freed
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
-            home = placement[tensor_producer[t]]
+            home = placement[g.tensor_producer[t]]
             produced = ready[t * d + home]
-            duration = latency + tensor_size[t] / bandwidth
-            if sync:
+            duration = m.latency + g.tensor_size[t] / m.bandwidth
+            if m.sync:
                 finish = max(clock[device], produced) + duration
                 clock[device] = finish
             else:
@@ -215,12 +183,12 @@ def _profile(g: GraphArrays, placement: np.ndarray, order: np.ndarray) -> _Curre
             makespan = max(makespan, finish)
             ready[t * d + device] = finish
             readers_left[t * d + device] = n_consumers[t * d + device]
-            memory[device] += tensor_size[t]
+            memory[device] += g.tensor_size[t]
             measured[k, device] = memory[device]
-            if not tensor_persistent[t]:
+            if not g.tensor_persistent[t]:
                 readers_left[t * d + home] -= 1
                 if readers_left[t * d + home] == 0:
-                    memory[home] -= tensor_size[t]
+                    memory[home] -= g.tensor_size[t]
         for x in range(d):
             prefix_peak[k + 1, x] = max(prefix_peak[k, x], measured[k, x])
     for x in range(d):
@@ -270,11 +238,8 @@ def _coordinate(
 
 @numba.njit(cache=True)
 def _interval(
-    tensor_producer: np.ndarray,
-    tensor_persistent: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    d: int,
+    g: GraphArrays,
+    m: MachineArrays,
     placement: np.ndarray,
     position: np.ndarray,
     t: int,
@@ -294,9 +259,10 @@ def _interval(
     so its interval never matters).
     """
     n_ops = placement.shape[0]
-    producer = tensor_producer[t]
+    d = m.n_devices
+    producer = g.tensor_producer[t]
     home = moved_device if after and producer == moved_op else placement[producer]
-    if device == home and tensor_persistent[t]:
+    if device == home and g.tensor_persistent[t]:
         return -1, -1
     if device == home:
         created = position[producer]
@@ -309,8 +275,8 @@ def _interval(
     if created < 0:
         return -1, -1
     last = created
-    for e in range(consumer_ptr[t], consumer_ptr[t + 1]):
-        u = consumer_op[e]
+    for e in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+        u = g.consumer_op[e]
         on = moved_device if after and u == moved_op else placement[u]
         if on == device:
             last = max(last, position[u])
@@ -351,6 +317,7 @@ def _sort_edits(
 @numba.njit(cache=True)
 def _prepare(
     g: GraphArrays,
+    m: MachineArrays,
     cur: _Current,
     s: _Scratch,
     row: int,
@@ -366,9 +333,7 @@ def _prepare(
     changes, and returns (op's new device, deletions, insertions, first step, last step) where
     [first, last] covers every step whose memory can differ.
     """
-    tensor_size, tensor_producer, tensor_persistent, consumer_ptr, consumer_op = g[:5]
-    op_input_ptr, op_input_tensor, op_output_ptr, op_output_tensor = g[5:9]
-    d = g.n_devices
+    d = m.n_devices
     placement, order, position, n_consumers, n_transfers = cur[:5]
     consumers_stamp, consumers = s.consumers_stamp[row], s.consumers[row]
     transfers_stamp, transfers = s.transfers_stamp[row], s.transfers[row]
@@ -383,15 +348,15 @@ def _prepare(
         codes[0] = op
         return a, 1, 1, min(p, target), max(p, target)
     b = target
-    n_inputs = op_input_ptr[op + 1] - op_input_ptr[op]
-    n_outputs = op_output_ptr[op + 1] - op_output_ptr[op]
+    n_inputs = g.op_input_ptr[op + 1] - g.op_input_ptr[op]
+    n_outputs = g.op_output_ptr[op + 1] - g.op_output_ptr[op]
     affected = np.empty((3 * n_inputs + 2 * n_outputs, 2), dtype=np.int64)
     n_affected = np.int64(0)
     n_deleted = np.int64(0)
     n_inserted = np.int64(0)
-    for e in range(op_input_ptr[op], op_input_ptr[op + 1]):
-        t = op_input_tensor[e]
-        home = np.int64(placement[tensor_producer[t]])
+    for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
+        t = g.op_input_tensor[e]
+        home = np.int64(placement[g.tensor_producer[t]])
         change = 0
         if a != home and n_consumers[t * d + a] == 1:
             deleted[n_deleted] = position[n_ops + t * d + a]
@@ -422,8 +387,8 @@ def _prepare(
                 consumers_stamp[copy] = stamp
         transfers[t] = n_transfers[t] + change
         transfers_stamp[t] = stamp
-    for e in range(op_output_ptr[op], op_output_ptr[op + 1]):
-        t = op_output_tensor[e]
+    for e in range(g.op_output_ptr[op], g.op_output_ptr[op + 1]):
+        t = g.op_output_tensor[e]
         change = 0
         if n_consumers[t * d + b] > 0:
             deleted[n_deleted] = position[n_ops + t * d + b]
@@ -431,8 +396,8 @@ def _prepare(
             change -= 1
         if n_consumers[t * d + a] > 0:
             first_reader = order.shape[0]
-            for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                u = consumer_op[c]
+            for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                u = g.consumer_op[c]
                 if placement[u] == a:
                     first_reader = min(first_reader, position[u])
             anchor[n_inserted] = first_reader
@@ -441,9 +406,9 @@ def _prepare(
             change += 1
         transfers[t] = n_transfers[t] + change
         transfers_stamp[t] = stamp
-        if tensor_persistent[t]:
-            shift[a] -= tensor_size[t]
-            shift[b] += tensor_size[t]
+        if g.tensor_persistent[t]:
+            shift[a] -= g.tensor_size[t]
+            shift[b] += g.tensor_size[t]
         for device in range(d):
             if device == a or device == b:
                 affected[n_affected, 0] = t
@@ -463,11 +428,8 @@ def _prepare(
         t, device = affected[i, 0], affected[i, 1]
         for after in range(2):
             interval[after, 0], interval[after, 1] = _interval(
-                tensor_producer,
-                tensor_persistent,
-                consumer_ptr,
-                consumer_op,
-                d,
+                g,
+                m,
                 placement,
                 position,
                 t,
@@ -523,6 +485,7 @@ def _readers_after_move(
 @numba.njit(cache=True)
 def _evaluate_move(
     g: GraphArrays,
+    m: MachineArrays,
     cur: _Current,
     s: _Scratch,
     row: int,
@@ -540,23 +503,7 @@ def _evaluate_move(
     suffix peaks cover the rest), the clocks go on to the end. A copy that existed before the
     first replayed step starts with its readers after the move minus those already run.
     """
-    (
-        tensor_size,
-        tensor_producer,
-        tensor_persistent,
-        consumer_ptr,
-        consumer_op,
-        op_input_ptr,
-        op_input_tensor,
-        op_output_ptr,
-        op_output_tensor,
-        op_runtime,
-        op_temp_memory,
-        d,
-        latency,
-        bandwidth,
-        sync,
-    ) = g
+    d = m.n_devices
     placement, order, position, n_consumers, n_transfers, ready = cur[:6]
     resident, prefix_peak, suffix_peak, device_free, prefix_makespan = cur[6:]
     memory_stamp, readers_left = s.memory_stamp[row], s.readers_left[row]
@@ -568,7 +515,7 @@ def _evaluate_move(
     n_ops = placement.shape[0]
     n_events = order.shape[0]
     moved_device, n_deleted, n_inserted, first, last = _prepare(
-        g, cur, s, row, stamp, kind, op, target
+        g, m, cur, s, row, stamp, kind, op, target
     )
     for x in range(d):
         memory[x] = resident[first, x] + shift[x]
@@ -603,7 +550,7 @@ def _evaluate_move(
         if is_op:
             device = moved_device if code == op else np.int64(placement[code])
             moved_tensor = -1
-            reads_begin, reads_end = op_input_ptr[code], op_input_ptr[code + 1]
+            reads_begin, reads_end = g.op_input_ptr[code], g.op_input_ptr[code + 1]
         else:
             moved_tensor = (code - n_ops) // d
             device = code - n_ops - moved_tensor * d
@@ -611,7 +558,7 @@ def _evaluate_move(
         if step <= last:
             if not is_op:
                 copy = code - n_ops
-                memory[device] += tensor_size[moved_tensor]
+                memory[device] += g.tensor_size[moved_tensor]
                 memory_stamp[copy] = stamp
                 readers_left[copy] = (
                     consumers[copy] if consumers_stamp[copy] == stamp else n_consumers[copy]
@@ -620,11 +567,11 @@ def _evaluate_move(
                     peak[x] = max(peak[x], memory[x])
             freed = 0
             for e in range(reads_begin, reads_end):
-                t = op_input_tensor[e] if is_op else moved_tensor
-                producer = tensor_producer[t]
+                t = g.op_input_tensor[e] if is_op else moved_tensor
+                producer = g.tensor_producer[t]
                 home = moved_device if producer == op else np.int64(placement[producer])
                 at = device if is_op else home
-                if tensor_persistent[t] and at == home:
+                if g.tensor_persistent[t] and at == home:
                     continue
                 copy = t * d + at
                 if memory_stamp[copy] != stamp:
@@ -641,8 +588,8 @@ def _evaluate_move(
                         transfers,
                         stamp,
                     )
-                    for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                        u = consumer_op[c]
+                    for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                        u = g.consumer_op[c]
                         on = moved_device if u == op else placement[u]
                         if position[u] < first and on == at:
                             left -= 1
@@ -654,13 +601,13 @@ def _evaluate_move(
                     readers_left[copy] = left
                 readers_left[copy] -= 1
                 if readers_left[copy] == 0 and is_op:
-                    freed += tensor_size[t]
+                    freed += g.tensor_size[t]
                 elif readers_left[copy] == 0:
-                    memory[at] -= tensor_size[t]
+                    memory[at] -= g.tensor_size[t]
             if is_op:
                 held = memory[device]
-                for e in range(op_output_ptr[code], op_output_ptr[code + 1]):
-                    t = op_output_tensor[e]
+                for e in range(g.op_output_ptr[code], g.op_output_ptr[code + 1]):
+                    t = np.int64(g.op_output_tensor[e])  # as the reads' t: one signature below
                     copy = t * d + device
                     readers = _readers_after_move(
                         t,
@@ -677,36 +624,36 @@ def _evaluate_move(
                     )
                     memory_stamp[copy] = stamp
                     readers_left[copy] = readers
-                    if not tensor_persistent[t]:
-                        held += tensor_size[t]
+                    if not g.tensor_persistent[t]:
+                        held += g.tensor_size[t]
                         if readers == 0:
-                            freed += tensor_size[t]
+                            freed += g.tensor_size[t]
                 for x in range(d):
                     if x == device:
-                        peak[x] = max(peak[x], held + op_temp_memory[code])
+                        peak[x] = max(peak[x], held + g.op_temp_memory[code])
                     else:
                         peak[x] = max(peak[x], memory[x])
                 memory[device] = held - freed
         if with_makespan and is_op:
             start = clock[device]
-            for e in range(op_input_ptr[code], op_input_ptr[code + 1]):
-                copy = op_input_tensor[e] * d + device
+            for e in range(g.op_input_ptr[code], g.op_input_ptr[code + 1]):
+                copy = g.op_input_tensor[e] * d + device
                 start = max(start, ready_after[copy] if time_stamp[copy] == stamp else ready[copy])
-            finish = start + op_runtime[code]
+            finish = start + g.op_runtime[code]
             clock[device] = finish
-            for e in range(op_output_ptr[code], op_output_ptr[code + 1]):
-                copy = op_output_tensor[e] * d + device
+            for e in range(g.op_output_ptr[code], g.op_output_ptr[code + 1]):
+                copy = g.op_output_tensor[e] * d + device
                 time_stamp[copy] = stamp
                 ready_after[copy] = finish
             makespan = max(makespan, finish)
         elif with_makespan:
-            producer = tensor_producer[moved_tensor]
+            producer = g.tensor_producer[moved_tensor]
             source = moved_tensor * d + (
                 moved_device if producer == op else np.int64(placement[producer])
             )
             produced = ready_after[source] if time_stamp[source] == stamp else ready[source]
-            duration = latency + tensor_size[moved_tensor] / bandwidth
-            if sync:
+            duration = m.latency + g.tensor_size[moved_tensor] / m.bandwidth
+            if m.sync:
                 finish = max(clock[device], produced) + duration
                 clock[device] = finish
             else:
@@ -723,6 +670,7 @@ def _evaluate_move(
 @numba.njit(cache=True, nogil=True)
 def _evaluate_moves(
     g: GraphArrays,
+    m: MachineArrays,
     cur: _Current,
     s: _Scratch,
     row: int,
@@ -738,6 +686,7 @@ def _evaluate_moves(
     for i in range(begin, end):
         makespans[i] = _evaluate_move(
             g,
+            m,
             cur,
             s,
             row,
@@ -752,11 +701,18 @@ def _evaluate_moves(
 
 @numba.njit(cache=True)
 def _apply_move(
-    g: GraphArrays, cur: _Current, s: _Scratch, stamp: int, kind: int, op: int, target: int
+    g: GraphArrays,
+    m: MachineArrays,
+    cur: _Current,
+    s: _Scratch,
+    stamp: int,
+    kind: int,
+    op: int,
+    target: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The placement and full event order after a move."""
     moved_device, n_deleted, n_inserted, _, _ = _prepare(
-        g, cur, s, np.int64(0), stamp, kind, op, target
+        g, m, cur, s, np.int64(0), stamp, kind, op, target
     )
     deleted, anchor, codes = s.deleted[0], s.anchor[0], s.code[0]
     current_order = cur.order
@@ -786,6 +742,7 @@ def _apply_move(
 @numba.njit(cache=True)
 def _sample_moves(
     g: GraphArrays,
+    m: MachineArrays,
     cur: _Current,
     movable_ops: np.ndarray,
     device_move_probability: float,
@@ -799,9 +756,7 @@ def _sample_moves(
     the step that makes its last input available and the first step that reads an output.
     Attempts that find no move (an op with no room to move) are skipped.
     """
-    tensor_producer, _, consumer_ptr, consumer_op, op_input_ptr, op_input_tensor = g[1:7]
-    op_output_ptr, op_output_tensor = g[7:9]
-    d = g.n_devices
+    d = m.n_devices
     placement, order, position = cur[:3]
     n_ops = placement.shape[0]
     count = 0
@@ -823,18 +778,18 @@ def _sample_moves(
         op = int(uniforms[i, 1] * n_ops)
         device = placement[op]
         low = -1
-        for e in range(op_input_ptr[op], op_input_ptr[op + 1]):
-            t = op_input_tensor[e]
-            producer = tensor_producer[t]
+        for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
+            t = g.op_input_tensor[e]
+            producer = g.tensor_producer[t]
             if placement[producer] == device:
                 low = max(low, position[producer])
             else:
                 low = max(low, position[n_ops + t * d + device])
         high = order.shape[0]
-        for e in range(op_output_ptr[op], op_output_ptr[op + 1]):
-            t = op_output_tensor[e]
-            for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                u = consumer_op[c]
+        for e in range(g.op_output_ptr[op], g.op_output_ptr[op + 1]):
+            t = g.op_output_tensor[e]
+            for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                u = g.consumer_op[c]
                 if placement[u] == device:
                     high = min(high, position[u])
             for x in range(d):
@@ -855,28 +810,6 @@ def _sample_moves(
     return count
 
 
-def graph_arrays(problem: Problem) -> GraphArrays:
-    """The arrays the kernels read, from the problem's graph and machine."""
-    graph, machine = problem.graph, problem.machine
-    return GraphArrays(
-        graph.tensor_size,
-        graph.tensor_producer.astype(np.int64),
-        graph.tensor_persistent,
-        graph.consumer_ptr,
-        graph.consumer_op.astype(np.int64),
-        graph.op_input_ptr,
-        graph.op_input_tensor.astype(np.int64),
-        graph.op_output_ptr,
-        graph.op_output_tensor.astype(np.int64),
-        graph.op_runtime,
-        graph.op_temp_memory,
-        machine.n_devices,
-        float(machine.latency),
-        float(machine.bandwidth),
-        machine.mode == "sync",
-    )
-
-
 class IncrementalEvaluator:
     """The current solution of a search, and the scores of moves from it without full re-scoring.
 
@@ -888,7 +821,8 @@ class IncrementalEvaluator:
 
     def __init__(self, problem: Problem) -> None:
         self.problem = problem
-        self._arrays = graph_arrays(problem)
+        self._graph = problem.graph.arrays
+        self._machine = problem.machine.arrays
         graph, d = problem.graph, problem.machine.n_devices
         pins = problem.pinned
         self.movable_ops = np.flatnonzero(pins < 0) if pins is not None else np.arange(graph.n_ops)
@@ -953,7 +887,8 @@ class IncrementalEvaluator:
             (peaks [n_devices] int64, makespan) of the solution.
         """
         current = _profile(
-            self._arrays,
+            self._graph,
+            self._machine,
             np.array(placement, dtype=np.int32),
             np.array(order, dtype=np.int64),
         )
@@ -976,7 +911,8 @@ class IncrementalEvaluator:
         moves = np.empty((count, 3), dtype=np.int64)
         uniforms = rng.random((4 * count, 3))
         written = _sample_moves(
-            self._arrays,
+            self._graph,
+            self._machine,
             self.current,
             self.movable_ops,
             device_move_probability,
@@ -1009,7 +945,8 @@ class IncrementalEvaluator:
 
         def run_chunk(row: int) -> None:
             _evaluate_moves(
-                self._arrays,
+                self._graph,
+                self._machine,
                 self.current,
                 self._scratch,
                 row,
@@ -1032,7 +969,14 @@ class IncrementalEvaluator:
         """(placement [n_ops] int32, order [L'] int64) after a move, without applying it."""
         kind, op, target = (int(x) for x in move)
         return _apply_move(
-            self._arrays, self.current, self._scratch, self._next_stamps(1), kind, op, target
+            self._graph,
+            self._machine,
+            self.current,
+            self._scratch,
+            self._next_stamps(1),
+            kind,
+            op,
+            target,
         )
 
 

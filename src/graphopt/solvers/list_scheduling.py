@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.machine import Machine, MachineArrays
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, Solver, Tracker
@@ -57,12 +58,8 @@ def _upward_ranks(
     """
     device = np.full(graph.n_ops, -1, np.int32) if placement is None else placement
     return _rank_kernel(
+        graph.arrays,
         graph.topological_order,
-        graph.op_output_ptr,
-        graph.op_output_tensor,
-        graph.consumer_ptr,
-        graph.consumer_op,
-        graph.op_runtime,
         np.ascontiguousarray(edge_delay, dtype=np.float64),
         np.ascontiguousarray(device, dtype=np.int32),
     )
@@ -70,27 +67,23 @@ def _upward_ranks(
 
 @numba.njit(cache=True)
 def _rank_kernel(
+    g: GraphArrays,
     topological: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    op_runtime: np.ndarray,
     delay: np.ndarray,
     device: np.ndarray,
 ) -> np.ndarray:
     """Upward ranks in reverse topological order; device -1 puts a delay on every edge."""
-    rank = np.zeros(op_runtime.shape[0], dtype=np.float64)
+    rank = np.zeros(g.op_runtime.shape[0], dtype=np.float64)
     for i in range(topological.shape[0] - 1, -1, -1):
         op = topological[i]
         tail = 0.0
-        for e in range(op_output_ptr[op], op_output_ptr[op + 1]):
-            t = op_output_tensor[e]
-            for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                successor = consumer_op[c]
+        for e in range(g.op_output_ptr[op], g.op_output_ptr[op + 1]):
+            t = g.op_output_tensor[e]
+            for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                successor = g.consumer_op[c]
                 apart = device[op] < 0 or device[successor] != device[op]
                 tail = max(tail, (delay[t] if apart else 0.0) + rank[successor])
-        rank[op] = op_runtime[op] + tail
+        rank[op] = g.op_runtime[op] + tail
     return rank
 
 
@@ -384,13 +377,9 @@ def _commit(
 def _place(
     op: int,
     device: int,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    tensor_producer: np.ndarray,
-    op_runtime: np.ndarray,
+    g: GraphArrays,
+    m: MachineArrays,
     duration: np.ndarray,
-    d: int,
-    sync: bool,
     mode: int,
     placement: np.ndarray,
     finish: np.ndarray,
@@ -411,11 +400,12 @@ def _place(
     finishes a run of receives soonest).
     """
     n_ops = placement.shape[0]
+    d = m.n_devices
     ready = 0.0
     needed = 0
-    for e in range(op_input_ptr[op], op_input_ptr[op + 1]):
-        t = op_input_tensor[e]
-        source = tensor_producer[t]
+    for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
+        t = g.op_input_tensor[e]
+        source = g.tensor_producer[t]
         if placement[source] < 0:
             continue
         if placement[source] == device:
@@ -438,7 +428,7 @@ def _place(
             device,
             need_release[k],
             duration[t],
-            sync,
+            m.sync,
             mode,
             timelines,
             slot_count,
@@ -453,7 +443,7 @@ def _place(
         op,
         device,
         ready,
-        op_runtime[op],
+        g.op_runtime[op],
         True,
         mode,
         timelines,
@@ -506,16 +496,12 @@ def _undo(
 
 @numba.njit(cache=True)
 def _timeline_kernel(
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    tensor_producer: np.ndarray,
-    op_runtime: np.ndarray,
+    g: GraphArrays,
+    m: MachineArrays,
     duration: np.ndarray,
     order: np.ndarray,
     pins: np.ndarray,
     child: np.ndarray,
-    d: int,
-    sync: bool,
     insertion: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """List-schedules ops in `order`; returns placement, event codes and op finish times.
@@ -524,8 +510,9 @@ def _timeline_kernel(
     it has a `child` (>= 0), where that child could then finish first on its best device
     (ties: the op's own finish, then the lower device).
     """
-    n_ops = op_runtime.shape[0]
-    n_tensors = tensor_producer.shape[0]
+    n_ops = g.op_runtime.shape[0]
+    n_tensors = g.tensor_producer.shape[0]
+    d = m.n_devices
     mode = APPEND if not insertion else BLOCKS if n_ops + n_tensors >= BLOCKS_FROM else SCAN
     capacity = n_ops + n_tensors + 1
     placement = np.full(n_ops, -1, dtype=np.int32)
@@ -549,13 +536,9 @@ def _timeline_kernel(
                 done = _place(
                     op,
                     device,
-                    op_input_ptr,
-                    op_input_tensor,
-                    tensor_producer,
-                    op_runtime,
+                    g,
+                    m,
                     duration,
-                    d,
-                    sync,
                     mode,
                     placement,
                     finish,
@@ -582,13 +565,9 @@ def _timeline_kernel(
                             _place(
                                 c,
                                 target,
-                                op_input_ptr,
-                                op_input_tensor,
-                                tensor_producer,
-                                op_runtime,
+                                g,
+                                m,
                                 duration,
-                                d,
-                                sync,
                                 mode,
                                 placement,
                                 finish,
@@ -632,13 +611,9 @@ def _timeline_kernel(
         _place(
             op,
             best,
-            op_input_ptr,
-            op_input_tensor,
-            tensor_producer,
-            op_runtime,
+            g,
+            m,
             duration,
-            d,
-            sync,
             mode,
             placement,
             finish,
@@ -719,16 +694,12 @@ def timeline_schedule(
     pins = np.full(n, -1, dtype=np.int64) if pinned is None else np.asarray(pinned, np.int64)
     children = np.full(n, -1, dtype=np.int64) if child is None else np.asarray(child, np.int64)
     placement, events, finish = _timeline_kernel(
-        graph.op_input_ptr,
-        graph.op_input_tensor,
-        graph.tensor_producer,
-        graph.op_runtime,
+        graph.arrays,
+        machine.arrays,
         transfer_durations(graph, machine),
         np.ascontiguousarray(order, dtype=np.int64),
         np.ascontiguousarray(pins),
         np.ascontiguousarray(children),
-        machine.n_devices,
-        machine.mode == "sync",
         insertion,
     )
     return TimedSchedule(placement, events, finish, float(finish.max(initial=0.0)))

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from graphopt.costmodels.machine import MachineArrays
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Objective, Problem, Solver, Tracker
 from graphopt.solvers.list_scheduling import (
@@ -70,17 +72,11 @@ STALE_KICKS = 30
 
 @numba.njit(cache=True)
 def _critical_chain(
-    tensor_producer: np.ndarray,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    op_runtime: np.ndarray,
+    g: GraphArrays,
+    m: MachineArrays,
     duration: np.ndarray,
     placement: np.ndarray,
     events: np.ndarray,
-    d: int,
-    sync: bool,
 ) -> np.ndarray:
     """Event codes of one critical chain, first to last.
 
@@ -89,10 +85,11 @@ def _critical_chain(
     """
     n_ops = placement.shape[0]
     n_events = events.shape[0]
+    d = m.n_devices
     device_free = np.zeros(d, dtype=np.float64)
     device_last = np.full(d, -1, dtype=np.int64)
-    ready = np.full(tensor_producer.shape[0] * d, -1.0)
-    ready_at = np.full(tensor_producer.shape[0] * d, -1, dtype=np.int64)
+    ready = np.full(g.tensor_producer.shape[0] * d, -1.0)
+    ready_at = np.full(g.tensor_producer.shape[0] * d, -1, dtype=np.int64)
     finish = np.zeros(n_events, dtype=np.float64)
     bound_by = np.full(n_events, -1, dtype=np.int64)
     for position in range(n_events):
@@ -100,21 +97,21 @@ def _critical_chain(
         if code < n_ops:
             device = placement[code]
             start, by = device_free[device], device_last[device]
-            for e in range(op_input_ptr[code], op_input_ptr[code + 1]):
-                copy = op_input_tensor[e] * d + device
+            for e in range(g.op_input_ptr[code], g.op_input_ptr[code + 1]):
+                copy = g.op_input_tensor[e] * d + device
                 if ready[copy] > start:
                     start, by = ready[copy], ready_at[copy]
-            end = start + op_runtime[code]
-            for e in range(op_output_ptr[code], op_output_ptr[code + 1]):
-                copy = op_output_tensor[e] * d + device
+            end = start + g.op_runtime[code]
+            for e in range(g.op_output_ptr[code], g.op_output_ptr[code + 1]):
+                copy = g.op_output_tensor[e] * d + device
                 ready[copy], ready_at[copy] = end, position
             device_free[device], device_last[device] = end, position
         else:
             t = (code - n_ops) // d
             device = (code - n_ops) % d
-            source = t * d + placement[tensor_producer[t]]
+            source = t * d + placement[g.tensor_producer[t]]
             start, by = ready[source], ready_at[source]
-            if sync:
+            if m.sync:
                 if device_free[device] >= start:
                     start, by = device_free[device], device_last[device]
                 device_free[device], device_last[device] = start + duration[t], position
@@ -168,17 +165,7 @@ class _Climb:
             raise AssertionError(f"makespan search built an invalid schedule ({violation})")
         excess, _ = problem.fitness(peaks[None], np.array([makespan]))
         chain = _critical_chain(
-            graph.tensor_producer,
-            graph.op_input_ptr,
-            graph.op_input_tensor,
-            graph.op_output_ptr,
-            graph.op_output_tensor,
-            graph.op_runtime,
-            self.duration,
-            placement,
-            events,
-            self.d,
-            problem.machine.mode == "sync",
+            graph.arrays, problem.machine.arrays, self.duration, placement, events
         )
         state = _State(
             placement,

@@ -32,6 +32,7 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, Solver, Tracker
@@ -292,11 +293,7 @@ def lpmf_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
         _output_bytes(graph, _read_sizes(graph, sizes)),
         leaf_op,
         device_start,
-        graph.op_input_ptr,
-        graph.op_input_tensor,
-        graph.consumer_ptr,
-        graph.consumer_op,
-        graph.tensor_producer,
+        graph.arrays,
         sizes,
         succ_ptr,
         succ,
@@ -366,11 +363,7 @@ def _lpmf(
     kept: np.ndarray,
     leaf_op: np.ndarray,
     device_start: np.ndarray,
-    input_ptr: np.ndarray,
-    input_tensor: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    tensor_producer: np.ndarray,
+    g: GraphArrays,
     sizes: np.ndarray,
     succ_ptr: np.ndarray,
     succ: np.ndarray,
@@ -389,11 +382,11 @@ def _lpmf(
         leaf_of[leaf_op[position]] = position
         sorted_during[position] = during[leaf_op[position]]
 
-    remaining = np.diff(consumer_ptr)
+    remaining = np.diff(g.consumer_ptr)
     freed = np.zeros(n_ops, dtype=np.int64)  # inputs the op is the last unscheduled reader of
     for t in range(remaining.shape[0]):
         if remaining[t] == 1:
-            freed[consumer_op[consumer_ptr[t]]] += sizes[t]
+            freed[g.consumer_op[g.consumer_ptr[t]]] += sizes[t]
     waiting = np.zeros(n_ops, dtype=np.int64)
     for e in range(succ.shape[0]):
         waiting[succ[e]] += 1
@@ -435,14 +428,14 @@ def _lpmf(
         device = placement[pick]
         peak[device] = max(peak[device], live[device] + during[pick])
         live[device] += kept[pick]
-        for e in range(input_ptr[pick], input_ptr[pick + 1]):
-            t = input_tensor[e]
+        for e in range(g.op_input_ptr[pick], g.op_input_ptr[pick + 1]):
+            t = g.op_input_tensor[e]
             remaining[t] -= 1
             if remaining[t] == 0:
-                live[placement[tensor_producer[t]]] -= sizes[t]
+                live[placement[g.tensor_producer[t]]] -= sizes[t]
             elif remaining[t] == 1 and sizes[t] > 0:
-                for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                    reader = consumer_op[c]
+                for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                    reader = g.consumer_op[c]
                     if state[reader] != 2:
                         freed[reader] += sizes[t]
                         if state[reader] == 1:

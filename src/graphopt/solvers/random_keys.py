@@ -27,6 +27,8 @@ import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
 from graphopt.costmodels._kernels import PINNED, _u
+from graphopt.costmodels.machine import MachineArrays
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, SolverError, check_memory
@@ -112,8 +114,6 @@ class RandomKeyDecoder:
             pins = np.full(graph.n_ops, -1, dtype=np.int32)
         self.pins = np.ascontiguousarray(pins)
         self.max_events = graph.n_ops + graph.n_tensors * (machine.n_devices - 1)
-        self.kernel_arrays = problem.scorer.kernel_arrays
-        self.machine_args = problem.scorer.machine_args
         self._buffers: dict[int, tuple[np.ndarray, ...]] = {}
 
     @property
@@ -184,10 +184,10 @@ class RandomKeyDecoder:
                 self._buffers[n] = buffers
         placements, orders, lengths, peaks, makespans = buffers
         decode_population(
-            *self.kernel_arrays,
+            self.problem.graph.arrays,
+            self.problem.machine.arrays,
             self.pins,
             keys,
-            *self.machine_args,
             placements,
             orders,
             lengths,
@@ -312,23 +312,10 @@ def _enqueue(
 
 @numba.njit(cache=True, nogil=True)
 def decode_and_score(
-    tensor_size: np.ndarray,
-    tensor_producer: np.ndarray,
-    tensor_persistent: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    op_runtime: np.ndarray,
-    op_temp_memory: np.ndarray,
+    g: GraphArrays,
+    m: MachineArrays,
     pins: np.ndarray,
     keys: np.ndarray,
-    n_devices: int,
-    latency: float,
-    bandwidth: float,
-    sync: bool,
     placement: np.ndarray,
     order: np.ndarray,
     peak: np.ndarray,
@@ -339,8 +326,8 @@ def decode_and_score(
         (number of events written to `order`, makespan); peaks are written into `peak`.
     """
     n_ops = placement.shape[0]
-    n_tensors = tensor_size.shape[0]
-    d = n_devices
+    n_tensors = g.tensor_size.shape[0]
+    d = m.n_devices
     op_priority = n_ops * d
     transfer_priority = n_ops * (d + 1)
 
@@ -356,8 +343,8 @@ def decode_and_score(
 
     memory = np.zeros(d, dtype=np.int64)
     for t in range(n_tensors):
-        if tensor_persistent[_u(t)]:
-            memory[placement[_u(tensor_producer[_u(t)])]] += tensor_size[_u(t)]
+        if g.tensor_persistent[_u(t)]:
+            memory[placement[_u(g.tensor_producer[_u(t)])]] += g.tensor_size[_u(t)]
     peak[:] = 0
 
     n_codes = n_ops + n_tensors * d
@@ -381,7 +368,7 @@ def decode_and_score(
     size = 0
     waiting = np.empty(n_ops, dtype=np.int32)
     for j in range(n_ops):
-        waiting[_u(j)] = op_input_ptr[_u(j + 1)] - op_input_ptr[_u(j)]
+        waiting[_u(j)] = g.op_input_ptr[_u(j + 1)] - g.op_input_ptr[_u(j)]
         if waiting[_u(j)] == 0:
             summary, size = _enqueue(buckets, leaves, summary, heap, size, entries[_u(j)])
 
@@ -419,25 +406,25 @@ def decode_and_score(
             device = placement[_u(event)]
             start = device_free[_u(device)]
             freed = 0
-            for e in range(op_input_ptr[_u(event)], op_input_ptr[_u(event + 1)]):
-                t = op_input_tensor[_u(e)]
+            for e in range(g.op_input_ptr[_u(event)], g.op_input_ptr[_u(event + 1)]):
+                t = g.op_input_tensor[_u(e)]
                 copy = t * d + device
                 start = max(start, ready[_u(copy)])
                 left = readers_left[_u(copy)] - 1
                 readers_left[_u(copy)] = left
                 if left == 0:
-                    freed += tensor_size[_u(t)]
-            finish = start + op_runtime[_u(event)]
+                    freed += g.tensor_size[_u(t)]
+            finish = start + g.op_runtime[_u(event)]
             device_free[_u(device)] = finish
             makespan = max(makespan, finish)
             resident = memory[_u(device)]
-            for e in range(op_output_ptr[_u(event)], op_output_ptr[_u(event + 1)]):
-                t = op_output_tensor[_u(e)]
+            for e in range(g.op_output_ptr[_u(event)], g.op_output_ptr[_u(event + 1)]):
+                t = g.op_output_tensor[_u(e)]
                 base = t * d
                 ready[_u(base + device)] = finish
                 readers = 0
-                for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
-                    consumer = consumer_op[_u(c)]
+                for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
+                    consumer = g.consumer_op[_u(c)]
                     target = placement[_u(consumer)]
                     if target == device:
                         readers += 1
@@ -454,39 +441,39 @@ def decode_and_score(
                             entry = pack(key, code, bits)
                             summary, size = _enqueue(buckets, leaves, summary, heap, size, entry)
                         readers_left[_u(base + target)] += 1
-                if tensor_persistent[_u(t)]:
+                if g.tensor_persistent[_u(t)]:
                     readers += PINNED
                 else:
-                    resident += tensor_size[_u(t)]
+                    resident += g.tensor_size[_u(t)]
                 readers_left[_u(base + device)] = readers
                 if readers == 0:
-                    freed += tensor_size[_u(t)]
-            current = resident + op_temp_memory[_u(event)]
+                    freed += g.tensor_size[_u(t)]
+            current = resident + g.op_temp_memory[_u(event)]
             peak[_u(device)] = max(peak[_u(device)], current)
             memory[_u(device)] = resident - freed
         else:
             base = event - n_ops
             t = base // d
             device = base - t * d
-            home = placement[_u(tensor_producer[_u(t)])]
+            home = placement[_u(g.tensor_producer[_u(t)])]
             source = t * d + home
-            duration = latency + tensor_size[_u(t)] / bandwidth
-            if sync:
+            duration = m.latency + g.tensor_size[_u(t)] / m.bandwidth
+            if m.sync:
                 finish = max(device_free[_u(device)], ready[_u(source)]) + duration
                 device_free[_u(device)] = finish
             else:
                 finish = ready[_u(source)] + duration
             makespan = max(makespan, finish)
             ready[_u(base)] = finish
-            memory[_u(device)] += tensor_size[_u(t)]
+            memory[_u(device)] += g.tensor_size[_u(t)]
             peak[_u(device)] = max(peak[_u(device)], memory[_u(device)])
             peak[_u(home)] = max(peak[_u(home)], memory[_u(home)])
             left = readers_left[_u(source)] - 1
             readers_left[_u(source)] = left
             if left == 0:
-                memory[_u(home)] -= tensor_size[_u(t)]
-            for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
-                consumer = consumer_op[_u(c)]
+                memory[_u(home)] -= g.tensor_size[_u(t)]
+            for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
+                consumer = g.consumer_op[_u(c)]
                 if placement[_u(consumer)] == device:
                     waiting[_u(consumer)] -= 1
                     if waiting[_u(consumer)] == 0:
@@ -498,23 +485,10 @@ def decode_and_score(
 
 @numba.njit(cache=True, parallel=True)
 def decode_population(
-    tensor_size: np.ndarray,
-    tensor_producer: np.ndarray,
-    tensor_persistent: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    op_runtime: np.ndarray,
-    op_temp_memory: np.ndarray,
+    g: GraphArrays,
+    m: MachineArrays,
     pins: np.ndarray,
     keys: np.ndarray,
-    n_devices: int,
-    latency: float,
-    bandwidth: float,
-    sync: bool,
     placements: np.ndarray,
     orders: np.ndarray,
     lengths: np.ndarray,
@@ -524,23 +498,10 @@ def decode_population(
     """Decodes and scores keys [B, n_genes] in parallel; outputs as `DecodedPopulation`."""
     for b in numba.prange(keys.shape[0]):
         length, makespan = decode_and_score(
-            tensor_size,
-            tensor_producer,
-            tensor_persistent,
-            consumer_ptr,
-            consumer_op,
-            op_input_ptr,
-            op_input_tensor,
-            op_output_ptr,
-            op_output_tensor,
-            op_runtime,
-            op_temp_memory,
+            g,
+            m,
             pins,
             keys[b],
-            n_devices,
-            latency,
-            bandwidth,
-            sync,
             placements[b],
             orders[b],
             peaks[b],

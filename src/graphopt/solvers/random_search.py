@@ -13,32 +13,27 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from graphopt.costmodels.machine import MachineArrays
+from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, Solver, Tracker
-from graphopt.solvers.incremental import (
-    GraphArrays,
-    check_positive,
-    graph_arrays,
-    random_placements,
-)
+from graphopt.solvers.incremental import check_positive, random_placements
 
 
 @numba.njit(cache=True)
 def _random_order(
-    g: GraphArrays, placement: np.ndarray, uniforms: np.ndarray, order: np.ndarray
+    g: GraphArrays, m: MachineArrays, placement: np.ndarray, uniforms: np.ndarray, order: np.ndarray
 ) -> int:
     """A valid order that runs a uniformly random ready event at each step; returns its length.
 
     The numba twin of `graphopt.ir.solution.random_schedule` (same distribution over orders).
     """
-    consumer_ptr, consumer_op, op_input_ptr = g[3:6]
-    op_output_ptr, op_output_tensor = g[7:9]
-    d = g.n_devices
+    d = m.n_devices
     n_ops = placement.shape[0]
     n_tensors = g.tensor_size.shape[0]
     waiting = np.empty(n_ops, dtype=np.int64)
     for j in range(n_ops):
-        waiting[j] = op_input_ptr[j + 1] - op_input_ptr[j]
+        waiting[j] = g.op_input_ptr[j + 1] - g.op_input_ptr[j]
     sent = np.zeros(n_tensors * d, dtype=np.bool_)
     ready = np.empty(order.shape[0], dtype=np.int64)
     n_ready = 0
@@ -56,10 +51,10 @@ def _random_order(
         n += 1
         if code < n_ops:
             device = placement[code]
-            for e in range(op_output_ptr[code], op_output_ptr[code + 1]):
-                t = op_output_tensor[e]
-                for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                    u = consumer_op[c]
+            for e in range(g.op_output_ptr[code], g.op_output_ptr[code + 1]):
+                t = g.op_output_tensor[e]
+                for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                    u = g.consumer_op[c]
                     if placement[u] == device:
                         waiting[u] -= 1
                         if waiting[u] == 0:
@@ -72,8 +67,8 @@ def _random_order(
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
-            for c in range(consumer_ptr[t], consumer_ptr[t + 1]):
-                u = consumer_op[c]
+            for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                u = g.consumer_op[c]
                 if placement[u] == device:
                     waiting[u] -= 1
                     if waiting[u] == 0:
@@ -85,6 +80,7 @@ def _random_order(
 @numba.njit(cache=True, parallel=True)
 def _random_orders(
     g: GraphArrays,
+    m: MachineArrays,
     placements: np.ndarray,
     uniforms: np.ndarray,
     orders: np.ndarray,
@@ -92,7 +88,7 @@ def _random_orders(
 ) -> None:
     """`_random_order` for each row, in parallel."""
     for b in numba.prange(placements.shape[0]):
-        lengths[b] = _random_order(g, placements[b], uniforms[b], orders[b])
+        lengths[b] = _random_order(g, m, placements[b], uniforms[b], orders[b])
 
 
 def random_orders(
@@ -114,7 +110,7 @@ def random_orders(
     orders = np.zeros((placements.shape[0], width), dtype=np.int64)
     lengths = np.zeros(placements.shape[0], dtype=np.int64)
     uniforms = rng.random((placements.shape[0], width))
-    _random_orders(graph_arrays(problem), placements, uniforms, orders, lengths)
+    _random_orders(graph.arrays, problem.machine.arrays, placements, uniforms, orders, lengths)
     return orders, lengths
 
 

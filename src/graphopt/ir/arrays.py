@@ -1,0 +1,39 @@
+"""The graph as numba kernels take it: one NamedTuple of its arrays, each of one fixed dtype.
+
+Every kernel that walks a graph takes a `GraphArrays` (`Graph.arrays`) and reads its fields by
+name, so the list of arrays is written once, and since numba compiles a kernel once per set of
+argument types, the fixed dtypes (and read-only flags) make that once per kernel for all graphs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class GraphArrays(NamedTuple):
+    """A graph's CSR arrays (see `Graph`), all contiguous and read-only."""
+
+    tensor_size: np.ndarray
+    """[n_tensors] int64: bytes of each tensor."""
+    tensor_producer: np.ndarray
+    """[n_tensors] int32: the op that produces each tensor."""
+    tensor_persistent: np.ndarray
+    """[n_tensors] bool: whether the tensor stays resident on its producer's device."""
+    consumer_ptr: np.ndarray
+    """[n_tensors + 1] int64: CSR offsets into `consumer_op`."""
+    consumer_op: np.ndarray
+    """[n_edges] int32: the distinct consumers of each tensor, ascending."""
+    op_input_ptr: np.ndarray
+    """[n_ops + 1] int64: CSR offsets into `op_input_tensor`."""
+    op_input_tensor: np.ndarray
+    """[n_edges] int32: the distinct input tensors of each op, ascending."""
+    op_output_ptr: np.ndarray
+    """[n_ops + 1] int64: CSR offsets into `op_output_tensor`."""
+    op_output_tensor: np.ndarray
+    """[n_tensors] int32: the tensors each op produces, ascending."""
+    op_runtime: np.ndarray
+    """[n_ops] float64: seconds each op runs."""
+    op_temp_memory: np.ndarray
+    """[n_ops] int64: scratch bytes each op holds while it runs."""
