@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from graphopt.errors import MachineError
 from graphopt.limits import MAX_CAPACITY, MAX_DEVICES
@@ -106,7 +106,7 @@ class Machine:
             raise MachineError(
                 f"bandwidth must be a number of bytes per second > 0, got {self.bandwidth!r}"
             )
-        if self.mode not in ("sync", "async"):
+        if self.mode not in get_args(TransferMode):
             raise MachineError(f"mode must be 'sync' or 'async', got {self.mode!r}")
 
     @classmethod

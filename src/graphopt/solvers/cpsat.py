@@ -663,7 +663,7 @@ class _Model:
         """Op intervals per device, transfers (sync intervals or async delays), makespan."""
         m, d, n = self.model, self.d, self.n
         graph, machine = self.graph, self.machine
-        sync = machine.mode == "sync"
+        sync = machine.arrays.sync
         delay = {t: machine.transfer_duration(self.size[t]) for t in {t for (t, _) in self.y}}
         horizon_seconds = graph.total_runtime + sum(delay[t] for (t, _) in self.y)
         self.scale = _TICKS / horizon_seconds if horizon_seconds > 0 else 1.0
@@ -866,7 +866,7 @@ class _Model:
     def _hint_times(self, placement: np.ndarray, order: np.ndarray) -> None:
         """Start times of the order run greedily with the model's integer durations."""
         m, n, d = self.model, self.n, self.d
-        sync = self.machine.mode == "sync"
+        sync = self.machine.arrays.sync
         free = [0] * d
         ready: dict[tuple[int, int], int] = {}
         makespan = 0
@@ -936,7 +936,7 @@ class _Model:
                 p = self.producer[t]
                 if (t, b) in self.start_tr:
                     start = solver.value(self.start_tr[(t, b)])
-                elif self.machine.mode == "sync":
+                elif self.machine.arrays.sync:
                     # An instant receive goes right before its first reader on b.
                     start = min(keys[c][0] for c in self.consumers[t] if placement[c] == b)
                 else:

@@ -10,7 +10,7 @@ overlap earlier work).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 import numba
 import numpy as np
@@ -47,7 +47,7 @@ def events_from_op_order(
     """
     op_order = np.ascontiguousarray(op_order, dtype=np.int64)
     placement = np.ascontiguousarray(placement, dtype=np.int32)
-    if transfers not in ("lazy", "eager"):
+    if transfers not in get_args(TransferPlacement):
         raise SolutionError(f"transfers must be 'lazy' or 'eager', got {transfers!r}")
     if op_order.shape[0] != graph.n_ops:
         raise SolutionError(f"op order has {op_order.shape[0]} entries for {graph.n_ops} ops")

@@ -229,7 +229,7 @@ def heft_schedule(
     order = priority_order(graph, upward_ranks(graph, machine))
     pins = _pins(graph, pinned)
     devices = list(range(machine.n_devices))
-    sync = machine.mode == "sync"
+    sync = machine.arrays.sync
     input_ptr, inputs = graph.op_input_ptr.tolist(), graph.op_input_tensor.tolist()
     producer, runtime = graph.tensor_producer.tolist(), graph.op_runtime.tolist()
     duration = [machine.transfer_duration(int(s)) for s in graph.tensor_size]

@@ -34,7 +34,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import numba
 import numpy as np
@@ -1004,13 +1004,13 @@ class GraphPartitionConfig:
             not math.isfinite(value) or value < 0 for value in self.imbalances
         ):
             raise SolverError(f"imbalances must be finite numbers >= 0, got {self.imbalances!r}")
-        if not self.balances or any(b not in ("runtime", "memory") for b in self.balances):
+        if not self.balances or any(b not in get_args(Balance) for b in self.balances):
             raise SolverError(f"balances must be 'runtime' and/or 'memory', got {self.balances}")
         if any(not 0.0 <= value <= 1.0 for value in self.activation_scales):
             raise SolverError(
                 f"activation_scales must be numbers in [0, 1], got {self.activation_scales!r}"
             )
-        if not self.transfers or any(t not in ("lazy", "eager") for t in self.transfers):
+        if not self.transfers or any(t not in get_args(TransferPlacement) for t in self.transfers):
             raise SolverError(f"transfers must be 'lazy' and/or 'eager', got {self.transfers}")
         if self.starts < 1 or self.max_passes < 1:
             raise SolverError("starts and max_passes must be >= 1")
