@@ -26,7 +26,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.actions import beta_parameters
 from graphopt.learning.batching import make_batch
-from graphopt.learning.features import compute_features
+from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.regal import Regal
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.beta_tables import BetaSampler

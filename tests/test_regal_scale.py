@@ -21,7 +21,7 @@ from graphopt.learning import numpy_policy, regal
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy, policy_record, save_checkpoint
-from graphopt.learning.features import compute_features
+from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.records import REGAL_FORMAT

@@ -54,7 +54,8 @@ from graphopt.learning.checkpoints import (
     read_checkpoint,
     save_checkpoint,
 )
-from graphopt.learning.features import FEATURE_SET, compute_features, node_feature_names
+from graphopt.learning.envs.regal import compute_features
+from graphopt.learning.features import FEATURE_SET, node_feature_names
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.networks.regal import RegalPolicy

@@ -3,9 +3,9 @@ import pytest
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
+from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.features import (
     EDGE_FEATURE_NAMES,
-    compute_features,
     node_feature_names,
     population_statistics,
 )

@@ -7,7 +7,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import graph_mean, graph_sum, make_batch
-from graphopt.learning.features import compute_features
+from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.networks.regal import (
     PolicyConfig,
     RegalPolicy,

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.ir.graph import Graph
-from graphopt.solvers.base import Problem, Tracker
-from graphopt.solvers.brkga import BRKGA, FinalPopulation
+from graphopt.solvers.base import Problem
+from graphopt.solvers.brkga import FinalPopulation
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
 FEATURE_EVALUATIONS = 400
-"""Evaluations of the uniform BRKGA run whose last population gives the aggregate features."""
+"""Evaluations of the uniform BRKGA run whose last population gives the aggregate features
+(the run itself is the environment's: `envs.regal.feature_population`)."""
 
 FEATURE_SET = "regal-a1-v1"
 """Name of the feature set below; checkpoints record it and refuse another."""
@@ -131,31 +132,6 @@ def population_statistics(
     position = np.bincount(events[listed], weights=np.tile(ranks, m), minlength=n_ops)
     count = max(m, 1)
     return device / count, position / count
-
-
-def compute_features(
-    problem: Problem,
-    tracker: Tracker,
-    rng: np.random.Generator,
-    evaluations: int = FEATURE_EVALUATIONS,
-) -> FeatureRun:
-    """Runs the uniform BRKGA feature run on the tracker's budget and builds the features.
-
-    The run spends `evaluations` or what is left of the budget, whichever is less.
-    """
-    return build_features(problem, feature_population(problem, tracker, rng, evaluations))
-
-
-def feature_population(
-    problem: Problem,
-    tracker: Tracker,
-    rng: np.random.Generator,
-    evaluations: int = FEATURE_EVALUATIONS,
-) -> FinalPopulation:
-    """The uniform BRKGA feature run (`compute_features`' search half): its last population."""
-    with tracker.phase(1.0, evaluations):
-        population = BRKGA().evolve(problem, tracker, rng)
-    return population
 
 
 def build_features(problem: Problem, population: FinalPopulation) -> FeatureRun:

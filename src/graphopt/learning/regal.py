@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.learning.envs.regal import RANDOM_BATCH, SEARCHES, steered_search
-from graphopt.learning.features import build_features, feature_population
+from graphopt.learning.envs.regal import RANDOM_BATCH, SEARCHES, feature_population, steered_search
+from graphopt.learning.features import build_features
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.numpy_policy import NumpyPolicy
 from graphopt.learning.numpy_policy import load as load_numpy_policy

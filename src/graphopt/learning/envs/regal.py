@@ -1,4 +1,7 @@
-"""REGAL's environment: the search a policy steers, after the feature run (paper 001 A.1).
+"""REGAL's environment: the feature run, and the search a policy steers after it (paper 001 A.1).
+
+The feature run (`feature_population`) is a short uniform BRKGA run inside the search's budget;
+`features.build_features` turns its last population into the policy's input.
 
 A policy's actions become per-gene Beta distributions; `steered_search` spends the rest of the
 budget with them, by BRKGA (REGAL, GAS) or by random sampling (IDRS). The solver
@@ -24,7 +27,12 @@ from graphopt.costmodels.machine import Machine
 from graphopt.datasets import Dataset
 from graphopt.ir.solution import Solution
 from graphopt.learning.actions import ActionConfig, gene_distributions
-from graphopt.learning.features import FeatureRun, GraphFeatures, compute_features
+from graphopt.learning.features import (
+    FEATURE_EVALUATIONS,
+    FeatureRun,
+    GraphFeatures,
+    build_features,
+)
 from graphopt.solvers.base import Budget, BudgetExhausted, Problem, SolverError, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA, BRKGAConfig, FinalPopulation, GeneDistributions
@@ -74,6 +82,31 @@ class InnerSearch:
         kept = feature_run if self.kept is None else feature_run.best(self.kept)
         config = self.config(problem.objective.value)
         BRKGA(config, genes=genes).evolve(problem, tracker, rng, initial, resume=kept)
+
+
+def compute_features(
+    problem: Problem,
+    tracker: Tracker,
+    rng: np.random.Generator,
+    evaluations: int = FEATURE_EVALUATIONS,
+) -> FeatureRun:
+    """Runs the uniform BRKGA feature run on the tracker's budget and builds the features.
+
+    The run spends `evaluations` or what is left of the budget, whichever is less.
+    """
+    return build_features(problem, feature_population(problem, tracker, rng, evaluations))
+
+
+def feature_population(
+    problem: Problem,
+    tracker: Tracker,
+    rng: np.random.Generator,
+    evaluations: int = FEATURE_EVALUATIONS,
+) -> FinalPopulation:
+    """The uniform BRKGA feature run (`compute_features`' search half): its last population."""
+    with tracker.phase(1.0, evaluations):
+        population = BRKGA().evolve(problem, tracker, rng)
+    return population
 
 
 def random_sampling(
