@@ -9,6 +9,10 @@ what keeps a 1,000-op evaluation in the tens of microseconds. Indices are cast t
 (`_u`) because numba otherwise guards every access against negative-index wraparound, which
 cost about a quarter of the time; the rules checked first (valid devices and event codes) keep
 every index in range.
+
+What one event does to the state (clocks, memory, readers left, ready times) is written once, in
+`op_step` and `transfer_step`, which this scorer, the random-key decoder and the incremental
+evaluator's profiles all call; each caller keeps only what is its own (checks, queueing, peaks).
 """
 
 from __future__ import annotations
@@ -26,6 +30,124 @@ PINNED = 1 << 30
 _u = np.uint64
 """Array indices are cast to unsigned so that numba skips negative-index wraparound; shared with
 the random-key decoder's kernel. Only for indices already known to be in range."""
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def op_step(
+    m: MachineArrays,
+    op: int,
+    device: int,
+    op_input_ptr: np.ndarray,
+    op_input_tensor: np.ndarray,
+    op_output_ptr: np.ndarray,
+    op_output_tensor: np.ndarray,
+    tensor_size: np.ndarray,
+    tensor_persistent: np.ndarray,
+    op_runtime: np.ndarray,
+    op_temp_memory: np.ndarray,
+    ready: np.ndarray,
+    readers_left: np.ndarray,
+    device_free: np.ndarray,
+    memory: np.ndarray,
+) -> tuple[float, int, float]:
+    """Runs `op` on `device`: the one place the scorer, the decoder and the profiles apply an op.
+
+    It starts when the device is free and its inputs' copies there are ready, and releases each
+    input copy whose last reader it is. Its outputs' home copies become ready at its finish with
+    the readers the caller wrote into `readers_left` (consumers there plus one per transfer),
+    and a persistent one gets PINNED more, so it is never freed and its bytes (counted from the
+    start) are not added.
+    Inputs and outputs without readers leave right after the step.
+
+    Inlined, so that its arrays cost no reference counting, which holds only while no array's
+    last use sits in a branch or before an early return (numba's pruning of the increfs then
+    fails; `transfer_step` has no branches around its stores for this). The graph comes as the
+    fields it reads, not the `GraphArrays` tuple, whose arrays an inlined call counts one by
+    one. Nor does it stop at a missing input (a branch there made the decoder's loop a quarter
+    slower): it returns the earliest ready time of the inputs, negative when one is missing,
+    for the scorer to check; the decoder never needs it and LLVM drops it there.
+
+    Returns:
+        (finish, memory of the device while the op runs, earliest ready time of its inputs'
+        copies); when that is negative the rest is meaningless and the state half updated.
+    """
+    d = m.n_devices
+    start = device_free[_u(device)]
+    earliest = np.inf
+    freed = 0
+    for e in range(op_input_ptr[_u(op)], op_input_ptr[_u(op + 1)]):
+        t = op_input_tensor[_u(e)]
+        copy = t * d + device
+        available = ready[_u(copy)]
+        earliest = min(earliest, available)
+        if available > start:
+            start = available
+        left = readers_left[_u(copy)] - 1
+        readers_left[_u(copy)] = left
+        if left == 0:
+            freed += tensor_size[_u(t)]
+    finish = start + op_runtime[_u(op)]
+    device_free[_u(device)] = finish
+    resident = memory[_u(device)]
+    for e in range(op_output_ptr[_u(op)], op_output_ptr[_u(op + 1)]):
+        t = op_output_tensor[_u(e)]
+        copy = t * d + device
+        ready[_u(copy)] = finish
+        left = readers_left[_u(copy)]
+        if tensor_persistent[_u(t)]:
+            left += PINNED
+        else:
+            resident += tensor_size[_u(t)]
+        readers_left[_u(copy)] = left
+        if left == 0:
+            freed += tensor_size[_u(t)]
+    memory[_u(device)] = resident - freed
+    return finish, resident + op_temp_memory[_u(op)], earliest
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def transfer_step(
+    m: MachineArrays,
+    size: int,
+    t: int,
+    device: int,
+    home: int,
+    readers: int,
+    ready: np.ndarray,
+    readers_left: np.ndarray,
+    device_free: np.ndarray,
+    memory: np.ndarray,
+) -> tuple[float, int, int]:
+    """Copies tensor `t` from its `home` device to `device`, which has `readers` consumers of it.
+
+    The transfer starts when the home copy is ready (and, in sync mode, when the destination is
+    free, which it then occupies); the new copy is resident from the step on, and the home copy
+    is released if this transfer was its last reader. Inlined like `op_step` (see there why the
+    stores are unconditional), and given the tensor's `size` rather than the graph.
+
+    Returns:
+        (finish, memory of `device` with the copy, memory of `home` before its release).
+    """
+    d = m.n_devices
+    source = t * d + home
+    copy = t * d + device
+    produced = ready[_u(source)]
+    duration = m.latency + size / m.bandwidth
+    free = device_free[_u(device)]
+    start = produced
+    if m.sync and free > produced:
+        start = free
+    finish = start + duration
+    device_free[_u(device)] = finish if m.sync else free
+    ready[_u(copy)] = finish
+    readers_left[_u(copy)] = readers
+    arrived = memory[_u(device)] + size
+    memory[_u(device)] = arrived
+    held = memory[_u(home)]
+    left = readers_left[_u(source)] - 1
+    readers_left[_u(source)] = left
+    memory[_u(home)] = held - size if left == 0 else held
+    return finish, arrived, held
 
 
 @numba.njit(cache=True, nogil=True)
@@ -49,10 +171,10 @@ def score_solution(
         if placement[_u(j)] < 0 or placement[_u(j)] >= d:
             return 1, j, -1, 0.0
 
-    # Readers of each copy: its consumers on that device, plus the transfers for the home copy.
-    # A persistent home copy gets PINNED extra readers so that it is never freed.
+    # Readers of each copy: its consumers on that device, plus the transfers for the home copy,
+    # whose count `op_step` finds in readers_left.
     n_consumers = np.zeros(n_tensors * d, dtype=np.int32)
-    home_readers = np.empty(n_tensors, dtype=np.int32)
+    readers_left = np.empty(n_tensors * d, dtype=np.int32)
     memory = np.zeros(d, dtype=np.int64)
     for t in range(n_tensors):
         home = placement[_u(g.tensor_producer[_u(t)])]
@@ -63,12 +185,10 @@ def score_solution(
             count = n_consumers[_u(base + device)]
             n_transfers += (count == 0) & (device != home)
             n_consumers[_u(base + device)] = count + 1
-        home_readers[_u(t)] = n_consumers[_u(base + home)] + n_transfers
+        readers_left[_u(base + home)] = n_consumers[_u(base + home)] + n_transfers
         if g.tensor_persistent[_u(t)]:
-            home_readers[_u(t)] += PINNED
             memory[_u(home)] += g.tensor_size[_u(t)]
 
-    readers_left = np.empty(n_tensors * d, dtype=np.int32)
     ready = np.full(n_tensors * d, -1.0)  # time the copy is available; < 0 until it exists
     op_done = np.zeros(n_ops, dtype=np.uint8)
     device_free = np.zeros(d, dtype=np.float64)
@@ -84,39 +204,30 @@ def score_solution(
                 return 3, position, -1, 0.0
             op_done[_u(code)] = 1
             device = placement[_u(code)]
-            start = device_free[_u(device)]
-            freed = 0  # bytes freed right after this step: inputs and outputs without readers
-            for e in range(g.op_input_ptr[_u(code)], g.op_input_ptr[_u(code + 1)]):
-                t = g.op_input_tensor[_u(e)]
-                copy = t * d + device
-                available = ready[_u(copy)]
-                if available < 0.0:
-                    return 7, position, t, 0.0
-                if available > start:
-                    start = available
-                left = readers_left[_u(copy)] - 1
-                readers_left[_u(copy)] = left
-                if left == 0:
-                    freed += g.tensor_size[_u(t)]
-            finish = start + g.op_runtime[_u(code)]
-            device_free[_u(device)] = finish
-            if finish > makespan:
-                makespan = finish
-            resident = memory[_u(device)]
-            for e in range(g.op_output_ptr[_u(code)], g.op_output_ptr[_u(code + 1)]):
-                t = g.op_output_tensor[_u(e)]
-                copy = t * d + device
-                ready[_u(copy)] = finish
-                left = home_readers[_u(t)]
-                readers_left[_u(copy)] = left
-                if not g.tensor_persistent[_u(t)]:
-                    resident += g.tensor_size[_u(t)]
-                if left == 0:
-                    freed += g.tensor_size[_u(t)]
-            current = resident + g.op_temp_memory[_u(code)]
+            finish, current, earliest = op_step(
+                m,
+                code,
+                device,
+                g.op_input_ptr,
+                g.op_input_tensor,
+                g.op_output_ptr,
+                g.op_output_tensor,
+                g.tensor_size,
+                g.tensor_persistent,
+                g.op_runtime,
+                g.op_temp_memory,
+                ready,
+                readers_left,
+                device_free,
+                memory,
+            )
+            if earliest < 0.0:
+                for e in range(g.op_input_ptr[_u(code)], g.op_input_ptr[_u(code + 1)]):
+                    t = g.op_input_tensor[_u(e)]
+                    if ready[_u(t * d + device)] < 0.0:
+                        return 7, position, t, 0.0
             if current > peak[_u(device)]:
                 peak[_u(device)] = current
-            memory[_u(device)] = resident - freed
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
@@ -126,32 +237,26 @@ def score_solution(
                 return 4, position, -1, 0.0
             if ready[_u(copy)] >= 0.0:
                 return 5, position, -1, 0.0
-            source = t * d + home
-            produced = ready[_u(source)]
-            if produced < 0.0:
+            if ready[_u(t * d + home)] < 0.0:
                 return 6, position, -1, 0.0
-            duration = m.latency + g.tensor_size[_u(t)] / m.bandwidth
-            if m.sync:
-                start = device_free[_u(device)]
-                if produced > start:
-                    start = produced
-                finish = start + duration
-                device_free[_u(device)] = finish
-            else:
-                finish = produced + duration
-            if finish > makespan:
-                makespan = finish
-            ready[_u(copy)] = finish
-            readers_left[_u(copy)] = n_consumers[_u(copy)]
-            memory[_u(device)] += g.tensor_size[_u(t)]
-            if memory[_u(device)] > peak[_u(device)]:
-                peak[_u(device)] = memory[_u(device)]
-            if memory[_u(home)] > peak[_u(home)]:
-                peak[_u(home)] = memory[_u(home)]
-            left = readers_left[_u(source)] - 1
-            readers_left[_u(source)] = left
-            if left == 0:
-                memory[_u(home)] -= g.tensor_size[_u(t)]
+            finish, arrived, held = transfer_step(
+                m,
+                g.tensor_size[_u(t)],
+                t,
+                device,
+                home,
+                n_consumers[_u(copy)],
+                ready,
+                readers_left,
+                device_free,
+                memory,
+            )
+            if arrived > peak[_u(device)]:
+                peak[_u(device)] = arrived
+            if held > peak[_u(home)]:
+                peak[_u(home)] = held
+        if finish > makespan:
+            makespan = finish
 
     for j in range(n_ops):
         if op_done[_u(j)] == 0:

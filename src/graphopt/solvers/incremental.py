@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from graphopt.costmodels._kernels import op_step, transfer_step
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.solution import Solution
@@ -105,7 +106,7 @@ class _Scratch(NamedTuple):
 def _profile(
     g: GraphArrays, m: MachineArrays, placement: np.ndarray, order: np.ndarray
 ) -> _Current:
-    """Scores a valid solution step by step and keeps what move evaluation needs."""
+    """Scores a valid solution step by step, with the scorer's steps, keeping what moves need."""
     d = m.n_devices
     n_ops = placement.shape[0]
     n_tensors = g.tensor_size.shape[0]
@@ -115,6 +116,7 @@ def _profile(
         position[order[k]] = k
     n_consumers = np.zeros(n_tensors * d, dtype=np.int64)
     n_transfers = np.zeros(n_tensors, dtype=np.int64)
+    readers_left = np.zeros(n_tensors * d, dtype=np.int64)  # home copies' count for op_step
     memory = np.zeros(d, dtype=np.int64)
     for t in range(n_tensors):
         home = placement[g.tensor_producer[t]]
@@ -123,9 +125,9 @@ def _profile(
             if n_consumers[t * d + device] == 0 and device != home:
                 n_transfers[t] += 1
             n_consumers[t * d + device] += 1
+        readers_left[t * d + home] = n_consumers[t * d + home] + n_transfers[t]
         if g.tensor_persistent[t]:
             memory[home] += g.tensor_size[t]
-    readers_left = np.zeros(n_tensors * d, dtype=np.int64)
     ready = np.full(n_tensors * d, -1.0)
     resident = np.empty((n_events + 1, d), dtype=np.int64)
     prefix_peak = np.zeros((n_events + 1, d), dtype=np.int64)
@@ -143,52 +145,41 @@ def _profile(
         code = order[k]
         if code < n_ops:
             device = placement[code]
-            start = clock[device]
-            freed = 0
-            for e in range(g.op_input_ptr[code], g.op_input_ptr[code + 1]):
-                t = g.op_input_tensor[e]
-                copy = t * d + device
-                start = max(start, ready[copy])
-                if g.tensor_persistent[t] and placement[g.tensor_producer[t]] == device:
-                    continue
-                readers_left[copy] -= 1
-                if readers_left[copy] == 0:
-                    freed += g.tensor_size[t]
-            finish = start + g.op_runtime[code]
-            clock[device] = finish
-            makespan = max(makespan, finish)
-            held = memory[device]
-            for e in range(g.op_output_ptr[code], g.op_output_ptr[code + 1]):
-                t = g.op_output_tensor[e]
-                copy = t * d + device
-                ready[copy] = finish
-                readers_left[copy] = n_consumers[copy] + n_transfers[t]
-                if not g.tensor_persistent[t]:
-                    held += g.tensor_size[t]
-                    if readers_left[copy] == 0:
-                        freed += g.tensor_size[t]
-            measured[k, device] = held + g.op_temp_memory[code]
-            memory[device] = held - freed
+            finish, current, _ = op_step(
+                m,
+                code,
+                device,
+                g.op_input_ptr,
+                g.op_input_tensor,
+                g.op_output_ptr,
+                g.op_output_tensor,
+                g.tensor_size,
+                g.tensor_persistent,
+                g.op_runtime,
+                g.op_temp_memory,
+                ready,
+                readers_left,
+                clock,
+                memory,
+            )
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
             home = placement[g.tensor_producer[t]]
-            produced = ready[t * d + home]
-            duration = m.latency + g.tensor_size[t] / m.bandwidth
-            if m.sync:
-                finish = max(clock[device], produced) + duration
-                clock[device] = finish
-            else:
-                finish = produced + duration
-            makespan = max(makespan, finish)
-            ready[t * d + device] = finish
-            readers_left[t * d + device] = n_consumers[t * d + device]
-            memory[device] += g.tensor_size[t]
-            measured[k, device] = memory[device]
-            if not g.tensor_persistent[t]:
-                readers_left[t * d + home] -= 1
-                if readers_left[t * d + home] == 0:
-                    memory[home] -= g.tensor_size[t]
+            finish, current, _ = transfer_step(
+                m,
+                g.tensor_size[t],
+                t,
+                device,
+                home,
+                n_consumers[t * d + device],
+                ready,
+                readers_left,
+                clock,
+                memory,
+            )
+        measured[k, device] = current
+        makespan = max(makespan, finish)
         for x in range(d):
             prefix_peak[k + 1, x] = max(prefix_peak[k, x], measured[k, x])
     for x in range(d):

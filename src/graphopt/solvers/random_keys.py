@@ -26,7 +26,7 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
-from graphopt.costmodels._kernels import PINNED, _u
+from graphopt.costmodels._kernels import _u, op_step, transfer_step
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
@@ -320,7 +320,7 @@ def decode_and_score(
     order: np.ndarray,
     peak: np.ndarray,
 ) -> tuple[int, float]:
-    """Decodes one chromosome into `placement` and `order` and scores it (rules as _kernels).
+    """Decodes one chromosome into `placement` and `order` and scores it (steps of _kernels).
 
     Returns:
         (number of events written to `order`, makespan); peaks are written into `peak`.
@@ -403,25 +403,12 @@ def decode_and_score(
         order[_u(length)] = event
         length += 1
         if event < n_ops:
+            # Queue what this op makes ready and count its outputs' readers at home (consumers
+            # there, one per transfer) into readers_left, where the shared step reads them.
             device = placement[_u(event)]
-            start = device_free[_u(device)]
-            freed = 0
-            for e in range(g.op_input_ptr[_u(event)], g.op_input_ptr[_u(event + 1)]):
-                t = g.op_input_tensor[_u(e)]
-                copy = t * d + device
-                start = max(start, ready[_u(copy)])
-                left = readers_left[_u(copy)] - 1
-                readers_left[_u(copy)] = left
-                if left == 0:
-                    freed += g.tensor_size[_u(t)]
-            finish = start + g.op_runtime[_u(event)]
-            device_free[_u(device)] = finish
-            makespan = max(makespan, finish)
-            resident = memory[_u(device)]
             for e in range(g.op_output_ptr[_u(event)], g.op_output_ptr[_u(event + 1)]):
                 t = g.op_output_tensor[_u(e)]
                 base = t * d
-                ready[_u(base + device)] = finish
                 readers = 0
                 for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
                     consumer = g.consumer_op[_u(c)]
@@ -441,37 +428,44 @@ def decode_and_score(
                             entry = pack(key, code, bits)
                             summary, size = _enqueue(buckets, leaves, summary, heap, size, entry)
                         readers_left[_u(base + target)] += 1
-                if g.tensor_persistent[_u(t)]:
-                    readers += PINNED
-                else:
-                    resident += g.tensor_size[_u(t)]
                 readers_left[_u(base + device)] = readers
-                if readers == 0:
-                    freed += g.tensor_size[_u(t)]
-            current = resident + g.op_temp_memory[_u(event)]
+            finish, current, _ = op_step(
+                m,
+                event,
+                device,
+                g.op_input_ptr,
+                g.op_input_tensor,
+                g.op_output_ptr,
+                g.op_output_tensor,
+                g.tensor_size,
+                g.tensor_persistent,
+                g.op_runtime,
+                g.op_temp_memory,
+                ready,
+                readers_left,
+                device_free,
+                memory,
+            )
             peak[_u(device)] = max(peak[_u(device)], current)
-            memory[_u(device)] = resident - freed
         else:
             base = event - n_ops
             t = base // d
             device = base - t * d
             home = placement[_u(g.tensor_producer[_u(t)])]
-            source = t * d + home
-            duration = m.latency + g.tensor_size[_u(t)] / m.bandwidth
-            if m.sync:
-                finish = max(device_free[_u(device)], ready[_u(source)]) + duration
-                device_free[_u(device)] = finish
-            else:
-                finish = ready[_u(source)] + duration
-            makespan = max(makespan, finish)
-            ready[_u(base)] = finish
-            memory[_u(device)] += g.tensor_size[_u(t)]
-            peak[_u(device)] = max(peak[_u(device)], memory[_u(device)])
-            peak[_u(home)] = max(peak[_u(home)], memory[_u(home)])
-            left = readers_left[_u(source)] - 1
-            readers_left[_u(source)] = left
-            if left == 0:
-                memory[_u(home)] -= g.tensor_size[_u(t)]
+            finish, arrived, held = transfer_step(
+                m,
+                g.tensor_size[_u(t)],
+                t,
+                device,
+                home,
+                readers_left[_u(base)],  # counted when the producer ran
+                ready,
+                readers_left,
+                device_free,
+                memory,
+            )
+            peak[_u(device)] = max(peak[_u(device)], arrived)
+            peak[_u(home)] = max(peak[_u(home)], held)
             for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
                 consumer = g.consumer_op[_u(c)]
                 if placement[_u(consumer)] == device:
@@ -480,6 +474,7 @@ def decode_and_score(
                         summary, size = _enqueue(
                             buckets, leaves, summary, heap, size, entries[_u(consumer)]
                         )
+        makespan = max(makespan, finish)
     return length, makespan
 
 
