@@ -20,12 +20,13 @@ from graphopt.ir.generators import generate
 from graphopt.learning import numpy_policy, regal
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
-from graphopt.learning.checkpoints import load_policy, policy_record, save_checkpoint
+from graphopt.learning.checkpoints import load_policy, policy_record
 from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.records import REGAL_FORMAT
 from graphopt.learning.regal import PHASES, Regal, RegalConfig, shipped_policy_path, timed_solve
+from graphopt.learning.saving import save_checkpoint
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
 

@@ -51,8 +51,6 @@ from graphopt.ir.io import write_graph
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import (
     load_policy,
-    read_checkpoint,
-    save_checkpoint,
 )
 from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.features import FEATURE_SET, node_feature_names
@@ -60,6 +58,7 @@ from graphopt.learning.formats import CheckpointError
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.networks.regal import RegalPolicy
 from graphopt.learning.records import REGAL_FORMAT
+from graphopt.learning.saving import read_checkpoint, save_checkpoint
 from graphopt.learning.train_regal import TrainConfig, _restore, train
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
@@ -463,7 +462,7 @@ def test_a_stored_learning_rate_cannot_override_the_config(seeds, tmp_path) -> N
 
 
 def test_read_checkpoint_keeps_the_run_fields(seeds) -> None:
-    assert read_checkpoint(seeds.run_path)["step"] == 2
+    assert read_checkpoint(seeds.run_path, REGAL_FORMAT)["step"] == 2
 
 
 # ---------------------------------------------------------------------------------- the CLI

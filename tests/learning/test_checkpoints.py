@@ -5,13 +5,12 @@ from graphopt.learning.checkpoints import (
     CheckpointError,
     load_policy,
     policy_record,
-    read_checkpoint,
-    save_checkpoint,
 )
 from graphopt.learning.envs.regal import InnerSearch
 from graphopt.learning.formats import CheckpointFormat
 from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.numpy_policy import load as load_numpy_policy
+from graphopt.learning.saving import read_checkpoint, save_checkpoint
 
 
 def _saved(path, devices=2, objective="peak-memory", **changes):

@@ -5,10 +5,11 @@ import torch
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.actions import ActionConfig
-from graphopt.learning.checkpoints import policy_record, save_checkpoint
+from graphopt.learning.checkpoints import policy_record
 from graphopt.learning.envs.regal import InnerSearch
 from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.regal import Regal, RegalConfig, shipped_policies
+from graphopt.learning.saving import save_checkpoint
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Problem, SolverError
 from graphopt.solvers.registry import make_solver

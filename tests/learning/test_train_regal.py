@@ -9,9 +9,11 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from graphopt.learning.checkpoints import load_policy, read_checkpoint
+from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.envs.regal import RolloutEnv
+from graphopt.learning.records import REGAL_FORMAT
 from graphopt.learning.runs import TrainingError, spread
+from graphopt.learning.saving import read_checkpoint
 from graphopt.learning.train_regal import TrainConfig, train
 
 TINY = dict(
@@ -61,8 +63,8 @@ def test_resuming_reproduces_the_uninterrupted_run(toy_dataset, tmp_path, inner)
     train(_config(toy_dataset, steps=6, **inner), tmp_path / "straight")
     train(_config(toy_dataset, steps=4, **inner), tmp_path / "killed")  # killed after step 4
     train(_config(toy_dataset, steps=6, **inner), tmp_path / "killed", resume=True)
-    straight = read_checkpoint(tmp_path / "straight" / "last.pt")
-    resumed = read_checkpoint(tmp_path / "killed" / "last.pt")
+    straight = read_checkpoint(tmp_path / "straight" / "last.pt", REGAL_FORMAT)
+    resumed = read_checkpoint(tmp_path / "killed" / "last.pt", REGAL_FORMAT)
     assert straight["step"] == resumed["step"] == 6
     for key, value in straight["model_state"].items():
         assert torch.equal(resumed["model_state"][key], value), key

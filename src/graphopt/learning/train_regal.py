@@ -32,7 +32,7 @@ from graphopt.configs import read_config
 from graphopt.ir.io import read_json
 from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
-from graphopt.learning.checkpoints import policy_record, read_run_checkpoint, save_checkpoint
+from graphopt.learning.checkpoints import policy_record, read_run_checkpoint
 from graphopt.learning.envs.regal import (
     EnvSpec,
     InnerSearch,
@@ -67,6 +67,7 @@ from graphopt.learning.runs import (
     run_steps,
     select_graphs,
 )
+from graphopt.learning.saving import save_checkpoint
 from graphopt.learning.workers import Workers, make_workers
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
