@@ -151,17 +151,16 @@ def compare_size(n_ops: int, n_devices: int, family: str, baseline, calls: int) 
     }
     kernels = {"current": decode_and_score, "baseline": baseline}
     g, m = graph.arrays, decoder.problem.machine.arrays
-    # A checkout from before GraphArrays takes each array and machine scalar as an argument.
-    spread = "g" not in inspect.signature(baseline.py_func).parameters
+    arguments = {name: (g, m, decoder.pins, keys, *outputs[name]) for name in kernels}
+    if "g" not in inspect.signature(baseline.py_func).parameters:
+        # A checkout from before GraphArrays takes each array and machine scalar as an argument.
+        arguments["baseline"] = (*g, decoder.pins, keys, *m, *outputs["baseline"])
     times: dict[str, list[float]] = {"current": [], "baseline": []}
 
     def timed(name: str) -> tuple[int, float]:
-        placement, order, peak = outputs[name]
+        kernel, args = kernels[name], arguments[name]
         start = time.perf_counter()
-        if name == "baseline" and spread:
-            result = baseline(*g, decoder.pins, keys, *m, placement, order, peak)
-        else:
-            result = kernels[name](g, m, decoder.pins, keys, placement, order, peak)
+        result = kernel(*args)
         times[name].append(time.perf_counter() - start)
         return result
 
