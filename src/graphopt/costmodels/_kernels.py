@@ -21,15 +21,10 @@ import numba
 import numpy as np
 
 from graphopt.costmodels.machine import MachineArrays
-from graphopt.ir.arrays import GraphArrays
+from graphopt.ir.arrays import GraphArrays, _u
 
 PINNED = 1 << 30
 """Extra readers given to a persistent tensor's home copy: it is never freed (section 4)."""
-
-
-_u = np.uint64
-"""Array indices are cast to unsigned so that numba skips negative-index wraparound; shared with
-the random-key decoder's kernel. Only for indices already known to be in range."""
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -37,3 +37,9 @@ class GraphArrays(NamedTuple):
     """[n_ops] float64: seconds each op runs."""
     op_temp_memory: np.ndarray
     """[n_ops] int64: scratch bytes each op holds while it runs."""
+
+
+_u = np.uint64
+"""Array indices are cast to unsigned so that numba skips negative-index wraparound (which cost
+the scorer about a quarter of its time); shared by the kernels. Only for indices already known
+to be in range."""

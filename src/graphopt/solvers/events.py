@@ -16,8 +16,15 @@ import numba
 import numpy as np
 
 from graphopt.errors import SolutionError
-from graphopt.ir.arrays import GraphArrays
+from graphopt.ir.arrays import GraphArrays, _u
 from graphopt.ir.graph import Graph
+from graphopt.ir.ready import (
+    initial_waiting,
+    inputs_run,
+    release_capacity,
+    release_copy,
+    release_op,
+)
 from graphopt.solvers.base import Problem, Tracker
 
 TransferPlacement = Literal["lazy", "eager"]
@@ -68,37 +75,76 @@ def _events(
     d: int,
     lazy: bool,
 ) -> tuple[np.ndarray, int]:
+    """Walks `op_order` with the shared ready rule (`graphopt.ir.ready`), inserting transfers.
+
+    Lazy: each op is checked at its turn (`inputs_run`) and preceded by the transfers of its
+    inputs not yet on its device. Eager: each op's release step names the transfers it makes
+    ready, written right after it, and an op still waiting at its turn is out of order.
+    Returns (events, -1), or (empty, op) for the first op that is out of range, repeated, or
+    not ready at its turn.
+    """
     n_ops = placement.shape[0]
     n_tensors = g.tensor_producer.shape[0]
     done = np.zeros(n_ops, dtype=np.uint8)
-    sent = np.zeros(n_tensors * d, dtype=np.uint8)
     out = np.empty(n_ops + n_tensors * d, dtype=np.int64)
     n = 0
+    if lazy:
+        sent = np.zeros(n_tensors * d, dtype=np.uint8)
+        for position in range(n_ops):
+            j = op_order[position]
+            if j < 0 or j >= n_ops or done[j]:
+                return out[:0], max(min(j, n_ops - 1), 0)
+            if not inputs_run(j, g.op_input_ptr, g.op_input_tensor, g.tensor_producer, done):
+                return out[:0], j
+            device = placement[j]
+            for e in range(g.op_input_ptr[_u(j)], g.op_input_ptr[_u(j + 1)]):
+                t = g.op_input_tensor[_u(e)]
+                copy = t * d + device
+                if placement[_u(g.tensor_producer[_u(t)])] != device and not sent[_u(copy)]:
+                    sent[_u(copy)] = 1
+                    out[_u(n)] = n_ops + copy
+                    n += 1
+            done[_u(j)] = 1
+            out[_u(n)] = j
+            n += 1
+        return out[:n].copy(), -1
+    waiting = initial_waiting(g)
+    readers_left = np.zeros(n_tensors * d, dtype=np.int32)
+    newly = np.empty(release_capacity(g), dtype=np.int64)
+    spare = np.empty(release_capacity(g), dtype=np.int64)  # what a transfer makes ready
     for position in range(n_ops):
         j = op_order[position]
         if j < 0 or j >= n_ops or done[j]:
             return out[:0], max(min(j, n_ops - 1), 0)
-        device = placement[j]
-        for e in range(g.op_input_ptr[j], g.op_input_ptr[j + 1]):
-            t = g.op_input_tensor[e]
-            if not done[g.tensor_producer[t]]:
-                return out[:0], j
-            if lazy and placement[g.tensor_producer[t]] != device and not sent[t * d + device]:
-                sent[t * d + device] = 1
-                out[n] = n_ops + t * d + device
-                n += 1
+        if waiting[j] > 0:
+            return out[:0], j
         done[j] = 1
         out[n] = j
         n += 1
-        if not lazy:
-            for e in range(g.op_output_ptr[j], g.op_output_ptr[j + 1]):
-                t = g.op_output_tensor[e]
-                for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
-                    target = placement[g.consumer_op[c]]
-                    if target != device and not sent[t * d + target]:
-                        sent[t * d + target] = 1
-                        out[n] = n_ops + t * d + target
-                        n += 1
+        device = placement[j]
+        count = release_op(
+            j,
+            device,
+            d,
+            placement,
+            g.op_output_ptr,
+            g.op_output_tensor,
+            g.consumer_ptr,
+            g.consumer_op,
+            waiting,
+            readers_left,
+            newly,
+        )
+        for i in range(count):
+            code = newly[i]
+            if code >= n_ops:
+                out[n] = code
+                n += 1
+                copy = code - n_ops
+                t = copy // d
+                release_copy(
+                    t, copy - t * d, placement, g.consumer_ptr, g.consumer_op, waiting, spare
+                )
     return out[:n].copy(), -1
 
 

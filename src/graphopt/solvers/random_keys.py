@@ -26,10 +26,11 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
-from graphopt.costmodels._kernels import _u, op_step, transfer_step
+from graphopt.costmodels._kernels import op_step, transfer_step
 from graphopt.costmodels.machine import MachineArrays
-from graphopt.ir.arrays import GraphArrays
+from graphopt.ir.arrays import GraphArrays, _u
 from graphopt.ir.graph import Graph
+from graphopt.ir.ready import initial_waiting, release_capacity, release_copy, release_op
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, SolverError, check_memory
 from graphopt.solvers.bounds import op_step_memory
@@ -366,11 +367,11 @@ def decode_and_score(
     summary = np.int64(0)
     heap = np.full(n_codes + 1, -1, dtype=np.int64)
     size = 0
-    waiting = np.empty(n_ops, dtype=np.int32)
+    waiting = initial_waiting(g)
     for j in range(n_ops):
-        waiting[_u(j)] = g.op_input_ptr[_u(j + 1)] - g.op_input_ptr[_u(j)]
         if waiting[_u(j)] == 0:
             summary, size = _enqueue(buckets, leaves, summary, heap, size, entries[_u(j)])
+    newly = np.empty(release_capacity(g), dtype=np.int64)
 
     # Per copy (tensor * d + device): readers left (counted when the producer runs) and the
     # time the copy is available.
@@ -403,32 +404,29 @@ def decode_and_score(
         order[_u(length)] = event
         length += 1
         if event < n_ops:
-            # Queue what this op makes ready and count its outputs' readers at home (consumers
-            # there, one per transfer) into readers_left, where the shared step reads them.
+            # Queue what this op makes ready; the ready step also counts its outputs' readers
+            # into readers_left, where the event step reads them.
             device = placement[_u(event)]
-            for e in range(g.op_output_ptr[_u(event)], g.op_output_ptr[_u(event + 1)]):
-                t = g.op_output_tensor[_u(e)]
-                base = t * d
-                readers = 0
-                for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
-                    consumer = g.consumer_op[_u(c)]
-                    target = placement[_u(consumer)]
-                    if target == device:
-                        readers += 1
-                        waiting[_u(consumer)] -= 1
-                        if waiting[_u(consumer)] == 0:
-                            summary, size = _enqueue(
-                                buckets, leaves, summary, heap, size, entries[_u(consumer)]
-                            )
-                    else:
-                        if readers_left[_u(base + target)] == 0:
-                            readers += 1
-                            code = n_ops + base + target
-                            key = keys[_u(transfer_priority + base + target)]
-                            entry = pack(key, code, bits)
-                            summary, size = _enqueue(buckets, leaves, summary, heap, size, entry)
-                        readers_left[_u(base + target)] += 1
-                readers_left[_u(base + device)] = readers
+            count = release_op(
+                event,
+                device,
+                d,
+                placement,
+                g.op_output_ptr,
+                g.op_output_tensor,
+                g.consumer_ptr,
+                g.consumer_op,
+                waiting,
+                readers_left,
+                newly,
+            )
+            for i in range(count):
+                code = newly[_u(i)]
+                if code < n_ops:
+                    entry = entries[_u(code)]
+                else:
+                    entry = pack(keys[_u(transfer_priority + code - n_ops)], code, bits)
+                summary, size = _enqueue(buckets, leaves, summary, heap, size, entry)
             finish, current, _ = op_step(
                 m,
                 event,
@@ -466,14 +464,13 @@ def decode_and_score(
             )
             peak[_u(device)] = max(peak[_u(device)], arrived)
             peak[_u(home)] = max(peak[_u(home)], held)
-            for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
-                consumer = g.consumer_op[_u(c)]
-                if placement[_u(consumer)] == device:
-                    waiting[_u(consumer)] -= 1
-                    if waiting[_u(consumer)] == 0:
-                        summary, size = _enqueue(
-                            buckets, leaves, summary, heap, size, entries[_u(consumer)]
-                        )
+            count = release_copy(
+                t, device, placement, g.consumer_ptr, g.consumer_op, waiting, newly
+            )
+            for i in range(count):
+                summary, size = _enqueue(
+                    buckets, leaves, summary, heap, size, entries[_u(newly[_u(i)])]
+                )
         makespan = max(makespan, finish)
     return length, makespan
 
