@@ -7,7 +7,13 @@ import pytest
 
 from graphopt.errors import SolutionError
 from graphopt.ir.graph import Graph
-from graphopt.ir.ready import initial_waiting, release_capacity, release_copy, release_op
+from graphopt.ir.ready import (
+    initial_waiting,
+    order_window,
+    release_capacity,
+    release_copy,
+    release_op,
+)
 from graphopt.solvers.events import events_from_op_order
 from strategies import random_graph
 
@@ -160,3 +166,44 @@ def test_event_builder_matches_its_plain_twin(seed: int) -> None:
         else:
             got = events_from_op_order(graph, placement, order, d, mode)
             assert got.tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_order_window_is_between_dependencies_and_dependents(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    graph = random_graph(rng, int(rng.integers(1, 30)), 0.3)
+    a = graph.arrays
+    n_ops = graph.n_ops
+    d = int(rng.integers(1, 4))
+    placement = rng.integers(0, d, n_ops).astype(np.int32)
+    order = events_from_op_order(graph, placement, graph.topological_order, d, "eager")
+    position = np.full(n_ops + graph.n_tensors * d, -1, dtype=np.int64)
+    position[order] = np.arange(order.shape[0])
+    for j in range(n_ops):
+        device = int(placement[j])
+        before, after = [-1], [order.shape[0]]
+        for t in a.op_input_tensor[a.op_input_ptr[j] : a.op_input_ptr[j + 1]].tolist():
+            producer = a.tensor_producer[t]
+            on_device = placement[producer] == device
+            before.append(position[producer if on_device else n_ops + t * d + device])
+        for t in a.op_output_tensor[a.op_output_ptr[j] : a.op_output_ptr[j + 1]].tolist():
+            for c in a.consumer_op[a.consumer_ptr[t] : a.consumer_ptr[t + 1]].tolist():
+                on_device = placement[c] == device
+                after.append(position[c if on_device else n_ops + t * d + placement[c]])
+        window = order_window(
+            j,
+            device,
+            d,
+            placement,
+            position,
+            order.shape[0],
+            a.op_input_ptr,
+            a.op_input_tensor,
+            a.op_output_ptr,
+            a.op_output_tensor,
+            a.tensor_producer,
+            a.consumer_ptr,
+            a.consumer_op,
+        )
+        assert window == (max(before), min(after))
+        assert window[0] < position[j] < window[1]

@@ -137,3 +137,52 @@ def inputs_run(
         if not done[_u(tensor_producer[_u(op_input_tensor[_u(e)])])]:
             return False
     return True
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def order_window(
+    op: int,
+    device: int,
+    d: int,
+    placement: np.ndarray,
+    position: np.ndarray,
+    n_events: int,
+    op_input_ptr: np.ndarray,
+    op_input_tensor: np.ndarray,
+    op_output_ptr: np.ndarray,
+    op_output_tensor: np.ndarray,
+    tensor_producer: np.ndarray,
+    consumer_ptr: np.ndarray,
+    consumer_op: np.ndarray,
+) -> tuple[int, int]:
+    """The steps of a full order between which `op` (on `device`) may run.
+
+    The same rule, for walks that move an op within an order (local search) rather than
+    build one.
+
+    ``position[code]`` is each event's step (-1 for a transfer the placement does not make).
+    Returns (low, high): the step of the last event that makes an input available on `device`
+    (-1 when none) and of the first event that reads an output there or sends it (`n_events`
+    when none); the op may go anywhere strictly between them.
+    """
+    n_ops = placement.shape[0]
+    low = -1
+    for e in range(op_input_ptr[_u(op)], op_input_ptr[_u(op + 1)]):
+        t = op_input_tensor[_u(e)]
+        producer = tensor_producer[_u(t)]
+        if placement[_u(producer)] == device:
+            low = max(low, position[_u(producer)])
+        else:
+            low = max(low, position[_u(n_ops + t * d + device)])
+    high = n_events
+    for e in range(op_output_ptr[_u(op)], op_output_ptr[_u(op + 1)]):
+        t = op_output_tensor[_u(e)]
+        for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
+            u = consumer_op[_u(c)]
+            if placement[_u(u)] == device:
+                high = min(high, position[_u(u)])
+        for x in range(d):
+            p = position[_u(n_ops + t * d + x)]
+            if p >= 0:
+                high = min(high, p)
+    return low, high

@@ -34,6 +34,7 @@ import numpy as np
 from graphopt.costmodels._kernels import op_step, transfer_step
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
+from graphopt.ir.ready import order_window
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, SolverError, Tracker
 from graphopt.solvers.events import events_from_op_order
@@ -767,26 +768,21 @@ def _sample_moves(
             count += 1
             continue
         op = int(uniforms[i, 1] * n_ops)
-        device = placement[op]
-        low = -1
-        for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
-            t = g.op_input_tensor[e]
-            producer = g.tensor_producer[t]
-            if placement[producer] == device:
-                low = max(low, position[producer])
-            else:
-                low = max(low, position[n_ops + t * d + device])
-        high = order.shape[0]
-        for e in range(g.op_output_ptr[op], g.op_output_ptr[op + 1]):
-            t = g.op_output_tensor[e]
-            for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
-                u = g.consumer_op[c]
-                if placement[u] == device:
-                    high = min(high, position[u])
-            for x in range(d):
-                p = position[n_ops + t * d + x]
-                if p >= 0:
-                    high = min(high, p)
+        low, high = order_window(
+            op,
+            placement[op],
+            d,
+            placement,
+            position,
+            order.shape[0],
+            g.op_input_ptr,
+            g.op_input_tensor,
+            g.op_output_ptr,
+            g.op_output_tensor,
+            g.tensor_producer,
+            g.consumer_ptr,
+            g.consumer_op,
+        )
         room = high - low - 2
         if room <= 0:
             continue
