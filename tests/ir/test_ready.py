@@ -61,17 +61,7 @@ def walk(graph: Graph, placement: np.ndarray, d: int, rng: np.random.Generator) 
         run.add(event)
         if event < n_ops:
             count = release_op(
-                event,
-                int(placement[event]),
-                d,
-                placement,
-                a.op_output_ptr,
-                a.op_output_tensor,
-                a.consumer_ptr,
-                a.consumer_op,
-                waiting,
-                readers_left,
-                newly,
+                a, event, int(placement[event]), d, placement, waiting, readers_left, newly
             )
             for t in a.op_output_tensor[a.op_output_ptr[event] : a.op_output_ptr[event + 1]]:
                 consumers = a.consumer_op[a.consumer_ptr[t] : a.consumer_ptr[t + 1]]
@@ -83,9 +73,7 @@ def walk(graph: Graph, placement: np.ndarray, d: int, rng: np.random.Generator) 
                     assert readers_left[t * d + x] == expected
         else:
             t, device = divmod(event - n_ops, d)
-            count = release_copy(
-                t, device, placement, a.consumer_ptr, a.consumer_op, waiting, newly
-            )
+            count = release_copy(a, t, device, placement, waiting, newly)
         made = newly[:count].tolist()
         assert len(set(made)) == count and not set(made) & (ready | run)
         ready.update(made)
@@ -190,20 +178,6 @@ def test_order_window_is_between_dependencies_and_dependents(seed: int) -> None:
             for c in a.consumer_op[a.consumer_ptr[t] : a.consumer_ptr[t + 1]].tolist():
                 on_device = placement[c] == device
                 after.append(position[c if on_device else n_ops + t * d + placement[c]])
-        window = order_window(
-            j,
-            device,
-            d,
-            placement,
-            position,
-            order.shape[0],
-            a.op_input_ptr,
-            a.op_input_tensor,
-            a.op_output_ptr,
-            a.op_output_tensor,
-            a.tensor_producer,
-            a.consumer_ptr,
-            a.consumer_op,
-        )
+        window = order_window(a, j, device, d, placement, position, order.shape[0])
         assert window == (max(before), min(after))
         assert window[0] < position[j] < window[1]

@@ -53,14 +53,11 @@ def release_capacity(g: GraphArrays) -> int:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def release_op(
+    g: GraphArrays,
     op: int,
     device: int,
     d: int,
     placement: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
     waiting: np.ndarray,
     readers_left: np.ndarray,
     newly: np.ndarray,
@@ -73,12 +70,12 @@ def release_op(
     """
     n_ops = placement.shape[0]
     count = 0
-    for e in range(op_output_ptr[_u(op)], op_output_ptr[_u(op + 1)]):
-        t = op_output_tensor[_u(e)]
+    for e in range(g.op_output_ptr[_u(op)], g.op_output_ptr[_u(op + 1)]):
+        t = g.op_output_tensor[_u(e)]
         base = t * d
         readers = 0
-        for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
-            consumer = consumer_op[_u(c)]
+        for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
+            consumer = g.consumer_op[_u(c)]
             target = placement[_u(consumer)]
             copy = base + target
             here = target == device
@@ -96,11 +93,10 @@ def release_op(
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def release_copy(
+    g: GraphArrays,
     t: int,
     device: int,
     placement: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
     waiting: np.ndarray,
     newly: np.ndarray,
 ) -> int:
@@ -109,8 +105,8 @@ def release_copy(
     Returns the number of ops written to `newly`.
     """
     count = 0
-    for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
-        consumer = consumer_op[_u(c)]
+    for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
+        consumer = g.consumer_op[_u(c)]
         here = placement[_u(consumer)] == device
         left = waiting[_u(consumer)] - here
         waiting[_u(consumer)] = left
@@ -121,10 +117,8 @@ def release_copy(
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def inputs_run(
+    g: GraphArrays,
     op: int,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    tensor_producer: np.ndarray,
     done: np.ndarray,
 ) -> bool:
     """Whether the producer of each of `op`'s inputs has run (``done[producer]`` set).
@@ -133,27 +127,21 @@ def inputs_run(
     op once, at its turn, reads its inputs only, where counting down readiness also walks
     every output's consumers. (The copy on the op's device then exists or can be sent.)
     """
-    for e in range(op_input_ptr[_u(op)], op_input_ptr[_u(op + 1)]):
-        if not done[_u(tensor_producer[_u(op_input_tensor[_u(e)])])]:
+    for e in range(g.op_input_ptr[_u(op)], g.op_input_ptr[_u(op + 1)]):
+        if not done[_u(g.tensor_producer[_u(g.op_input_tensor[_u(e)])])]:
             return False
     return True
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def order_window(
+    g: GraphArrays,
     op: int,
     device: int,
     d: int,
     placement: np.ndarray,
     position: np.ndarray,
     n_events: int,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    tensor_producer: np.ndarray,
-    consumer_ptr: np.ndarray,
-    consumer_op: np.ndarray,
 ) -> tuple[int, int]:
     """The steps of a full order between which `op` (on `device`) may run.
 
@@ -167,18 +155,18 @@ def order_window(
     """
     n_ops = placement.shape[0]
     low = -1
-    for e in range(op_input_ptr[_u(op)], op_input_ptr[_u(op + 1)]):
-        t = op_input_tensor[_u(e)]
-        producer = tensor_producer[_u(t)]
+    for e in range(g.op_input_ptr[_u(op)], g.op_input_ptr[_u(op + 1)]):
+        t = g.op_input_tensor[_u(e)]
+        producer = g.tensor_producer[_u(t)]
         if placement[_u(producer)] == device:
             low = max(low, position[_u(producer)])
         else:
             low = max(low, position[_u(n_ops + t * d + device)])
     high = n_events
-    for e in range(op_output_ptr[_u(op)], op_output_ptr[_u(op + 1)]):
-        t = op_output_tensor[_u(e)]
-        for c in range(consumer_ptr[_u(t)], consumer_ptr[_u(t + 1)]):
-            u = consumer_op[_u(c)]
+    for e in range(g.op_output_ptr[_u(op)], g.op_output_ptr[_u(op + 1)]):
+        t = g.op_output_tensor[_u(e)]
+        for c in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
+            u = g.consumer_op[_u(c)]
             if placement[_u(u)] == device:
                 high = min(high, position[_u(u)])
         for x in range(d):

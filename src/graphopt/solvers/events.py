@@ -94,7 +94,7 @@ def _events(
             j = op_order[position]
             if j < 0 or j >= n_ops or done[j]:
                 return out[:0], max(min(j, n_ops - 1), 0)
-            if not inputs_run(j, g.op_input_ptr, g.op_input_tensor, g.tensor_producer, done):
+            if not inputs_run(g, j, done):
                 return out[:0], j
             device = placement[j]
             for e in range(g.op_input_ptr[_u(j)], g.op_input_ptr[_u(j + 1)]):
@@ -122,19 +122,7 @@ def _events(
         out[n] = j
         n += 1
         device = placement[j]
-        count = release_op(
-            j,
-            device,
-            d,
-            placement,
-            g.op_output_ptr,
-            g.op_output_tensor,
-            g.consumer_ptr,
-            g.consumer_op,
-            waiting,
-            readers_left,
-            newly,
-        )
+        count = release_op(g, j, device, d, placement, waiting, readers_left, newly)
         for i in range(count):
             code = newly[i]
             if code >= n_ops:
@@ -142,9 +130,7 @@ def _events(
                 n += 1
                 copy = code - n_ops
                 t = copy // d
-                release_copy(
-                    t, copy - t * d, placement, g.consumer_ptr, g.consumer_op, waiting, spare
-                )
+                release_copy(g, t, copy - t * d, placement, waiting, spare)
     return out[:n].copy(), -1
 
 

@@ -768,21 +768,7 @@ def _sample_moves(
             count += 1
             continue
         op = int(uniforms[i, 1] * n_ops)
-        low, high = order_window(
-            op,
-            placement[op],
-            d,
-            placement,
-            position,
-            order.shape[0],
-            g.op_input_ptr,
-            g.op_input_tensor,
-            g.op_output_ptr,
-            g.op_output_tensor,
-            g.tensor_producer,
-            g.consumer_ptr,
-            g.consumer_op,
-        )
+        low, high = order_window(g, op, placement[op], d, placement, position, order.shape[0])
         room = high - low - 2
         if room <= 0:
             continue

@@ -407,19 +407,7 @@ def decode_and_score(
             # Queue what this op makes ready; the ready step also counts its outputs' readers
             # into readers_left, where the event step reads them.
             device = placement[_u(event)]
-            count = release_op(
-                event,
-                device,
-                d,
-                placement,
-                g.op_output_ptr,
-                g.op_output_tensor,
-                g.consumer_ptr,
-                g.consumer_op,
-                waiting,
-                readers_left,
-                newly,
-            )
+            count = release_op(g, event, device, d, placement, waiting, readers_left, newly)
             for i in range(count):
                 code = newly[_u(i)]
                 if code < n_ops:
@@ -464,9 +452,7 @@ def decode_and_score(
             )
             peak[_u(device)] = max(peak[_u(device)], arrived)
             peak[_u(home)] = max(peak[_u(home)], held)
-            count = release_copy(
-                t, device, placement, g.consumer_ptr, g.consumer_op, waiting, newly
-            )
+            count = release_copy(g, t, device, placement, waiting, newly)
             for i in range(count):
                 summary, size = _enqueue(
                     buckets, leaves, summary, heap, size, entries[_u(newly[_u(i)])]
