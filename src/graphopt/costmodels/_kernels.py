@@ -29,17 +29,10 @@ PINNED = 1 << 30
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def op_step(
+    g: GraphArrays,
     m: MachineArrays,
     op: int,
     device: int,
-    op_input_ptr: np.ndarray,
-    op_input_tensor: np.ndarray,
-    op_output_ptr: np.ndarray,
-    op_output_tensor: np.ndarray,
-    tensor_size: np.ndarray,
-    tensor_persistent: np.ndarray,
-    op_runtime: np.ndarray,
-    op_temp_memory: np.ndarray,
     ready: np.ndarray,
     readers_left: np.ndarray,
     device_free: np.ndarray,
@@ -54,13 +47,13 @@ def op_step(
     start) are not added.
     Inputs and outputs without readers leave right after the step.
 
-    Inlined, so that its arrays cost no reference counting, which holds only while no array's
-    last use sits in a branch or before an early return (numba's pruning of the increfs then
-    fails; `transfer_step` has no branches around its stores for this). The graph comes as the
-    fields it reads, not the `GraphArrays` tuple, whose arrays an inlined call counts one by
-    one. Nor does it stop at a missing input (a branch there made the decoder's loop a quarter
-    slower): it returns the earliest ready time of the inputs, negative when one is missing,
-    for the scorer to check; the decoder never needs it and LLVM drops it there.
+    Inlined, so that its arrays cost no reference counting, which holds only while no array
+    (nor a field of the `GraphArrays` tuple) is read in a branch or before an early return
+    (numba's pruning of the increfs then fails); so every read and store is unconditional and
+    selects decide what counts, as in `transfer_step` and `graphopt.ir.ready`. Nor does it stop
+    at a missing input (a branch there made the decoder's loop a quarter slower): it returns
+    the earliest ready time of the inputs, negative when one is missing, for the scorer to
+    check; the decoder never needs it and LLVM drops it there.
 
     Returns:
         (finish, memory of the device while the op runs, earliest ready time of its inputs'
@@ -70,34 +63,32 @@ def op_step(
     start = device_free[_u(device)]
     earliest = np.inf
     freed = 0
-    for e in range(op_input_ptr[_u(op)], op_input_ptr[_u(op + 1)]):
-        t = op_input_tensor[_u(e)]
+    for e in range(g.op_input_ptr[_u(op)], g.op_input_ptr[_u(op + 1)]):
+        t = g.op_input_tensor[_u(e)]
         copy = t * d + device
         available = ready[_u(copy)]
         earliest = min(earliest, available)
         if available > start:
             start = available
+        size = g.tensor_size[_u(t)]
         left = readers_left[_u(copy)] - 1
         readers_left[_u(copy)] = left
-        if left == 0:
-            freed += tensor_size[_u(t)]
-    finish = start + op_runtime[_u(op)]
+        freed += size if left == 0 else 0
+    finish = start + g.op_runtime[_u(op)]
     device_free[_u(device)] = finish
     resident = memory[_u(device)]
-    for e in range(op_output_ptr[_u(op)], op_output_ptr[_u(op + 1)]):
-        t = op_output_tensor[_u(e)]
+    for e in range(g.op_output_ptr[_u(op)], g.op_output_ptr[_u(op + 1)]):
+        t = g.op_output_tensor[_u(e)]
         copy = t * d + device
         ready[_u(copy)] = finish
-        left = readers_left[_u(copy)]
-        if tensor_persistent[_u(t)]:
-            left += PINNED
-        else:
-            resident += tensor_size[_u(t)]
+        size = g.tensor_size[_u(t)]
+        persistent = g.tensor_persistent[_u(t)]
+        left = readers_left[_u(copy)] + PINNED * persistent
         readers_left[_u(copy)] = left
-        if left == 0:
-            freed += tensor_size[_u(t)]
+        resident += 0 if persistent else size
+        freed += size if left == 0 else 0
     memory[_u(device)] = resident - freed
-    return finish, resident + op_temp_memory[_u(op)], earliest
+    return finish, resident + g.op_temp_memory[_u(op)], earliest
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -200,17 +191,10 @@ def score_solution(
             op_done[_u(code)] = 1
             device = placement[_u(code)]
             finish, current, earliest = op_step(
+                g,
                 m,
                 code,
                 device,
-                g.op_input_ptr,
-                g.op_input_tensor,
-                g.op_output_ptr,
-                g.op_output_tensor,
-                g.tensor_size,
-                g.tensor_persistent,
-                g.op_runtime,
-                g.op_temp_memory,
                 ready,
                 readers_left,
                 device_free,

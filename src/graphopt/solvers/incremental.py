@@ -147,17 +147,10 @@ def _profile(
         if code < n_ops:
             device = placement[code]
             finish, current, _ = op_step(
+                g,
                 m,
                 code,
                 device,
-                g.op_input_ptr,
-                g.op_input_tensor,
-                g.op_output_ptr,
-                g.op_output_tensor,
-                g.tensor_size,
-                g.tensor_persistent,
-                g.op_runtime,
-                g.op_temp_memory,
                 ready,
                 readers_left,
                 clock,

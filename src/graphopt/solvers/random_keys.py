@@ -416,17 +416,10 @@ def decode_and_score(
                     entry = pack(keys[_u(transfer_priority + code - n_ops)], code, bits)
                 summary, size = _enqueue(buckets, leaves, summary, heap, size, entry)
             finish, current, _ = op_step(
+                g,
                 m,
                 event,
                 device,
-                g.op_input_ptr,
-                g.op_input_tensor,
-                g.op_output_ptr,
-                g.op_output_tensor,
-                g.tensor_size,
-                g.tensor_persistent,
-                g.op_runtime,
-                g.op_temp_memory,
                 ready,
                 readers_left,
                 device_free,
