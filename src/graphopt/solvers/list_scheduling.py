@@ -36,6 +36,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -337,7 +338,40 @@ def _refresh(timeline: np.ndarray, length: int, first: int) -> None:
         gaps[block] = largest
 
 
-@numba.njit(cache=True)
+class _Timelines(NamedTuple):
+    """The timeline engine's state: what `_place` commits and `_undo` takes back.
+
+    The engine's steps are inlined and read every field they use once, unconditionally, at
+    their top: numba then prunes the tuple's reference counts (passed to compiled calls, or
+    read inside branches, it made HEFT 1.5x slower). This way HEFT runs 1.15-1.3x faster
+    than with the arrays passed one by one.
+    """
+
+    placement: np.ndarray
+    """[n_ops] int32: device of each committed op, -1 before."""
+    finish: np.ndarray
+    """[n_ops] float64: finish of each committed op."""
+    arrival: np.ndarray
+    """[n_tensors * d] float64: finish of each received copy, -1 before."""
+    timelines: np.ndarray
+    """[d, 3, capacity] float64: each device's slots (rows START, FINISH) and block gaps (GAPS)."""
+    slot_count: np.ndarray
+    """[d] int64: slots each device holds."""
+    event_code: np.ndarray
+    """[events] int64: code of each committed event, in commit order."""
+    event_start: np.ndarray
+    """[events] float64: its start."""
+    event_slot: np.ndarray
+    """[events] int64: its slot on its device, -1 for an async receive (no slot)."""
+    top: np.ndarray
+    """[1] int64: events committed."""
+    need_tensor: np.ndarray
+    """[n_tensors + 1] int64: scratch of `_place`, the copies an op must receive."""
+    need_release: np.ndarray
+    """[n_tensors + 1] float64: scratch of `_place`, when each can be sent."""
+
+
+@numba.njit(cache=True, inline="always")
 def _commit(
     code: int,
     device: int,
@@ -345,14 +379,11 @@ def _commit(
     duration: float,
     timed: bool,
     mode: int,
-    timelines: np.ndarray,
-    slot_count: np.ndarray,
-    event_code: np.ndarray,
-    event_start: np.ndarray,
-    event_slot: np.ndarray,
-    top: np.ndarray,
+    s: _Timelines,
 ) -> float:
     """Commits one event (in a device slot when `timed`) and returns its finish."""
+    timelines, slot_count, top = s.timelines, s.slot_count, s.top
+    event_code, event_start, event_slot = s.event_code, s.event_start, s.event_slot
     index, start = -1, release
     if timed:
         timeline, length = timelines[device], slot_count[device]
@@ -373,7 +404,7 @@ def _commit(
     return start + duration
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _place(
     op: int,
     device: int,
@@ -381,17 +412,7 @@ def _place(
     m: MachineArrays,
     duration: np.ndarray,
     mode: int,
-    placement: np.ndarray,
-    finish: np.ndarray,
-    arrival: np.ndarray,
-    timelines: np.ndarray,
-    slot_count: np.ndarray,
-    event_code: np.ndarray,
-    event_start: np.ndarray,
-    event_slot: np.ndarray,
-    top: np.ndarray,
-    need_tensor: np.ndarray,
-    need_release: np.ndarray,
+    s: _Timelines,
 ) -> float:
     """Commits `op` on `device` with the copies it must receive there; returns its finish.
 
@@ -399,6 +420,8 @@ def _place(
     Copies are received in order of their producers' finish (earliest release first, which
     finishes a run of receives soonest).
     """
+    placement, finish, arrival = s.placement, s.finish, s.arrival
+    need_tensor, need_release = s.need_tensor, s.need_release
     n_ops = placement.shape[0]
     d = m.n_devices
     ready = 0.0
@@ -430,12 +453,7 @@ def _place(
             duration[t],
             m.sync,
             mode,
-            timelines,
-            slot_count,
-            event_code,
-            event_start,
-            event_slot,
-            top,
+            s,
         )
         arrival[t * d + device] = there
         ready = max(ready, there)
@@ -446,32 +464,29 @@ def _place(
         g.op_runtime[op],
         True,
         mode,
-        timelines,
-        slot_count,
-        event_code,
-        event_start,
-        event_slot,
-        top,
+        s,
     )
     placement[op] = device
     finish[op] = done
     return done
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _undo(
     mark: int,
     d: int,
     mode: int,
-    placement: np.ndarray,
-    arrival: np.ndarray,
-    timelines: np.ndarray,
-    slot_count: np.ndarray,
-    event_code: np.ndarray,
-    event_slot: np.ndarray,
-    top: np.ndarray,
+    s: _Timelines,
 ) -> None:
     """Takes back every event committed after the first `mark`, latest first."""
+    placement, arrival, timelines, slot_count, top = (
+        s.placement,
+        s.arrival,
+        s.timelines,
+        s.slot_count,
+        s.top,
+    )
+    event_code, event_slot = s.event_code, s.event_slot
     n_ops = placement.shape[0]
     while top[0] > mark:
         n = top[0] - 1
@@ -517,41 +532,29 @@ def _timeline_kernel(
     capacity = n_ops + n_tensors + 1
     placement = np.full(n_ops, -1, dtype=np.int32)
     finish = np.zeros(n_ops, dtype=np.float64)
-    arrival = np.full(n_tensors * d, -1.0)
-    timelines = np.empty((d, 3, capacity), dtype=np.float64)
-    slot_count = np.zeros(d, dtype=np.int64)
     events = n_ops + n_tensors * (d - 1) + 1
-    event_code = np.empty(events, dtype=np.int64)
     event_start = np.empty(events, dtype=np.float64)
-    event_slot = np.empty(events, dtype=np.int64)
     top = np.zeros(1, dtype=np.int64)
-    need_tensor = np.empty(n_tensors + 1, dtype=np.int64)
-    need_release = np.empty(n_tensors + 1, dtype=np.float64)
+    s = _Timelines(
+        placement,
+        finish,
+        np.full(n_tensors * d, -1.0),
+        np.empty((d, 3, capacity), dtype=np.float64),
+        np.zeros(d, dtype=np.int64),
+        np.empty(events, dtype=np.int64),
+        event_start,
+        np.empty(events, dtype=np.int64),
+        top,
+        np.empty(n_tensors + 1, dtype=np.int64),
+        np.empty(n_tensors + 1, dtype=np.float64),
+    )
     for op in order:
         best = pins[op]
         if best < 0:
             best_key, best_finish = np.inf, np.inf
             for device in range(d):
                 mark = top[0]
-                done = _place(
-                    op,
-                    device,
-                    g,
-                    m,
-                    duration,
-                    mode,
-                    placement,
-                    finish,
-                    arrival,
-                    timelines,
-                    slot_count,
-                    event_code,
-                    event_start,
-                    event_slot,
-                    top,
-                    need_tensor,
-                    need_release,
-                )
+                done = _place(op, device, g, m, duration, mode, s)
                 key = done
                 c = child[op]
                 if c >= 0:
@@ -562,74 +565,16 @@ def _timeline_kernel(
                         inner = top[0]
                         key = min(
                             key,
-                            _place(
-                                c,
-                                target,
-                                g,
-                                m,
-                                duration,
-                                mode,
-                                placement,
-                                finish,
-                                arrival,
-                                timelines,
-                                slot_count,
-                                event_code,
-                                event_start,
-                                event_slot,
-                                top,
-                                need_tensor,
-                                need_release,
-                            ),
+                            _place(c, target, g, m, duration, mode, s),
                         )
-                        _undo(
-                            inner,
-                            d,
-                            mode,
-                            placement,
-                            arrival,
-                            timelines,
-                            slot_count,
-                            event_code,
-                            event_slot,
-                            top,
-                        )
-                _undo(
-                    mark,
-                    d,
-                    mode,
-                    placement,
-                    arrival,
-                    timelines,
-                    slot_count,
-                    event_code,
-                    event_slot,
-                    top,
-                )
+                        _undo(inner, d, mode, s)
+                _undo(mark, d, mode, s)
                 if key < best_key or (key == best_key and done < best_finish):
                     best, best_key, best_finish = device, key, done
-        _place(
-            op,
-            best,
-            g,
-            m,
-            duration,
-            mode,
-            placement,
-            finish,
-            arrival,
-            timelines,
-            slot_count,
-            event_code,
-            event_start,
-            event_slot,
-            top,
-            need_tensor,
-            need_release,
-        )
+        _place(op, best, g, m, duration, mode, s)
     n = top[0]
     by_start = np.argsort(event_start[:n], kind="mergesort")
-    return placement, event_code[:n][by_start], finish
+    return placement, s.event_code[:n][by_start], finish
 
 
 @dataclass(frozen=True)
