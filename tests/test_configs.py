@@ -8,7 +8,7 @@ from typing import Literal
 
 import pytest
 
-from graphopt.configs import read_config
+from graphopt.configs import FieldError, read_config
 from graphopt.errors import GraphoptError
 from graphopt.solvers import brkga
 from graphopt.solvers.base import SolverError
@@ -82,3 +82,36 @@ def test_brkga_presets_go_through_the_loader(tmp_path, monkeypatch) -> None:
             BRKGAConfig.preset("odd")
     finally:
         brkga._preset.cache_clear()
+
+
+@dataclass(frozen=True)
+class Checked:
+    depth: int = 1
+    width: int = 1
+
+    def __post_init__(self) -> None:
+        if self.depth < 1:
+            raise FieldError("depth", f"must be >= 1, got {self.depth}")
+        if self.width > self.depth:
+            raise ValueError("width must not exceed depth")
+
+
+@dataclass(frozen=True)
+class Holder:
+    checked: Checked = field(default_factory=Checked)
+
+
+@pytest.mark.parametrize(
+    ("data", "names", "message"),
+    [
+        ({"checked": {"depth": 0}}, None, r"^test config: checked.depth must be >= 1, got 0$"),
+        ({"checked": {"depth": 0}}, {"checked.depth": "old_depth"}, r"^test config: old_depth "),
+        ({"checked": {"depth": 1.5}}, {"checked.depth": "old_depth"}, r": old_depth must be an"),
+        ({"checked": {"width": 2}}, None, r"^bad test config: width must not exceed depth$"),
+        ({"checked": {"width": 2}}, {"checked": "check"}, r"^bad check: width must not exceed"),
+    ],
+)
+def test_fields_are_named_by_path_or_by_the_names_given(data, names, message) -> None:
+    """A field a config's own check refuses (`FieldError`) is named like a mistyped one."""
+    with pytest.raises(GraphoptError, match=message):
+        read_config(Holder, data, "test config", names=names)

@@ -163,7 +163,7 @@ class Seeds:
 def seeds(tmp_path_factory) -> Seeds:
     directory = tmp_path_factory.mktemp("fuzz-checkpoints")
     build_dataset(DatasetConfig.from_dict(TINY), directory / "dataset", progress=False)
-    train(TrainConfig(dataset=str(directory / "dataset"), **RUN), directory / "run")
+    train(TrainConfig.from_dict({"dataset": str(directory / "dataset"), **RUN}), directory / "run")
     return Seeds(directory / "run", directory / "dataset")
 
 
@@ -200,11 +200,9 @@ def check_policy(seeds: Seeds, path: Path) -> None:
 
 def _fresh_run(config: TrainConfig) -> tuple[RegalPolicy, torch.optim.Adam]:
     """A network and optimizer as `train` makes them before resuming."""
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.run.seed)
     network = RegalPolicy(config.policy)
-    optimizer = torch.optim.Adam(
-        network.parameters(), config.learning_rate, config.adam_betas, eps=config.adam_eps
-    )
+    optimizer = config.optimizer.optimizer(network.parameters())
     return network, optimizer
 
 
@@ -223,7 +221,7 @@ def check_run(seeds: Seeds, path: Path) -> None:
     loss = network(batch).logsumexp(-1).mean() + network.baseline(batch).square().mean()
     optimizer.zero_grad()
     loss.backward()
-    clip = seeds.train_config.grad_clip
+    clip = seeds.train_config.optimizer.grad_clip
     if not math.isfinite(float(torch.nn.utils.clip_grad_norm_(network.parameters(), clip))):
         return  # training stops here with its own error (non-finite gradients), as it should
     optimizer.step()

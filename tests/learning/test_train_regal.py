@@ -2,7 +2,10 @@ import csv
 import json
 import math
 import time
+from dataclasses import asdict, replace
 from functools import partial
+from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +16,10 @@ from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.envs.regal import RolloutEnv
 from graphopt.learning.records import REGAL_FORMAT
 from graphopt.learning.runs import TrainingError, spread
-from graphopt.learning.saving import read_checkpoint
-from graphopt.learning.train_regal import TrainConfig, train
+from graphopt.learning.saving import read_checkpoint, save_checkpoint
+from graphopt.learning.train_regal import CONFIGS, FLAT_FIELDS, TrainConfig, train
+
+SHIPPED_POLICIES = resources.files("graphopt.policies")
 
 TINY = dict(
     hidden=16,
@@ -34,7 +39,8 @@ TINY = dict(
 
 
 def _config(dataset, **changes) -> TrainConfig:
-    return TrainConfig(dataset=str(dataset), **{**TINY, "steps": 4, **changes})
+    """A config from flat keys (`FLAT_FIELDS`), which read to their sections."""
+    return TrainConfig.from_dict({"dataset": str(dataset), **TINY, "steps": 4, **changes})
 
 
 def _rows(path):
@@ -50,7 +56,7 @@ def test_training_writes_checkpoints_and_logs(toy_dataset, tmp_path) -> None:
     assert [int(r["step"]) for r in rows] == [0, 1, 2, 3, 4]
     assert rows[0]["validation_reward"] and not rows[0]["reward"]
     assert rows[2]["validation_reward"] and not rows[1]["validation_reward"]
-    assert json.loads((run / "config.json").read_text())["steps"] == 4
+    assert json.loads((run / "config.json").read_text())["run"]["steps"] == 4
     policy = load_policy(run / "best.pt", "peak-memory", 2)
     assert policy.metadata["step"] == state.best_step
     assert policy.metadata["validation_reward"] == pytest.approx(state.best_validation)
@@ -69,7 +75,7 @@ def test_resuming_reproduces_the_uninterrupted_run(toy_dataset, tmp_path, inner)
     for key, value in straight["model_state"].items():
         assert torch.equal(resumed["model_state"][key], value), key
     policy = load_policy(tmp_path / "straight" / "best.pt")
-    assert policy.inner == TrainConfig(**inner).inner
+    assert policy.inner == TrainConfig.from_dict(inner).inner
     assert policy.config.anchor == inner.get("anchor")
 
     def without_time(path):
@@ -140,14 +146,14 @@ def test_non_finite_rewards_stop_training_and_keep_the_last_checkpoint(
 )
 def test_bad_configs(changes, message) -> None:
     with pytest.raises(Exception, match=message):
-        TrainConfig(**changes)
+        TrainConfig.from_dict(changes)
 
 
 def test_config_files(tmp_path) -> None:
     path = tmp_path / "c.json"
     path.write_text(json.dumps({"steps": 3, "adam_betas": [0.8, 0.9]}))
     config = TrainConfig.load(path)
-    assert config.steps == 3 and config.adam_betas == (0.8, 0.9)
+    assert config.run.steps == 3 and config.optimizer.betas == (0.8, 0.9)
     path.write_text(json.dumps({"stepz": 3}))
     with pytest.raises(TrainingError, match="unknown training config field.*stepz"):
         TrainConfig.load(path)
@@ -203,9 +209,12 @@ def _validation_gain(run) -> tuple[float, float]:
 
 def test_training_raises_the_validation_reward(toy_dataset, tmp_path) -> None:
     """Elite biases alone: a small policy learns them within a few seeded steps."""
-    config = TrainConfig(
-        dataset=str(toy_dataset),
-        **{**LEARNABLE, "steps": 20, "placement": False, "scheduling": False, "elite_bias": True},
+    config = TrainConfig.from_dict(
+        {
+            "dataset": str(toy_dataset),
+            **LEARNABLE,
+            **{"steps": 20, "placement": False, "scheduling": False, "elite_bias": True},
+        }
     )
     train(config, tmp_path / "run")
     first, best = _validation_gain(tmp_path / "run")
@@ -215,8 +224,8 @@ def test_training_raises_the_validation_reward(toy_dataset, tmp_path) -> None:
 @pytest.mark.slow
 def test_five_minutes_of_training_raise_the_validation_reward(toy_dataset, tmp_path) -> None:
     """All three action types, seeded, about five minutes on two cores."""
-    config = TrainConfig(
-        dataset=str(toy_dataset), **{**LEARNABLE, "steps": 300, "elite_bias": True}
+    config = TrainConfig.from_dict(
+        {"dataset": str(toy_dataset), **LEARNABLE, "steps": 300, "elite_bias": True}
     )
     train(config, tmp_path / "run")
     first, best = _validation_gain(tmp_path / "run")
@@ -248,3 +257,113 @@ def test_spread_picks_evenly_with_both_ends_and_never_repeats() -> None:
 def test_config_values_of_the_wrong_type_or_range_are_refused(change, message) -> None:
     with pytest.raises(TrainingError, match=message):
         TrainConfig.from_dict(change)
+
+
+SHIPPED_FLAT = {
+    "gas-makespan": {
+        "name": "gas-makespan", "dataset": "regal", "objective": "makespan", "n_devices": 2,
+        "encoder": "lstm", "search": "brkga", "hidden": 32, "rounds": 8, "levels": 4,
+        "placement": True, "scheduling": True, "elite_bias": False, "initial_mode_logit": 1.0,
+        "feature_evaluations": 400, "train_evaluations": 1000, "validation_evaluations": 5000,
+        "reference_seeds": 2, "max_train_ops": 200, "validation_graphs": 48, "steps": 100,
+        "batch_graphs": 4, "samples_per_graph": 8, "advantage": "sample-mean",
+        "learning_rate": 0.0015, "entropy_weight": 0.05, "validate_every": 50,
+        "checkpoint_every": 50, "seed": 0, "workers": 1,
+    },
+    "gas-peak-memory": {
+        "name": "gas-peak-memory", "dataset": "regal", "objective": "peak-memory",
+        "n_devices": 2, "encoder": "lstm", "search": "brkga", "hidden": 32, "rounds": 8,
+        "levels": 4, "placement": True, "scheduling": True, "elite_bias": False,
+        "initial_mode_logit": 1.0, "feature_evaluations": 400, "train_evaluations": 1000,
+        "validation_evaluations": 5000, "reference_seeds": 2, "max_train_ops": 200,
+        "validation_graphs": 48, "steps": 100, "batch_graphs": 4, "samples_per_graph": 8,
+        "advantage": "sample-mean", "learning_rate": 0.0015, "entropy_weight": 0.05,
+        "validate_every": 50, "checkpoint_every": 50, "seed": 0, "workers": 1,
+    },
+    "regal-makespan": {
+        "name": "regal-makespan", "dataset": "regal", "objective": "makespan", "n_devices": 2,
+        "encoder": "mpnn", "search": "brkga", "kept_from_feature_run": 10, "hidden": 32,
+        "rounds": 8, "levels": 4, "placement": True, "scheduling": True, "elite_bias": False,
+        "initial_mode_logit": 1.0, "anchor": 4.0, "feature_evaluations": 400,
+        "train_evaluations": 5000, "validation_evaluations": 5000, "reference_seeds": 2,
+        "max_train_ops": 200, "validation_graphs": 200, "steps": 100, "batch_graphs": 4,
+        "samples_per_graph": 8, "advantage": "sample-mean", "learning_rate": 0.0015,
+        "entropy_weight": 0.01, "validate_every": 50, "checkpoint_every": 50, "seed": 0,
+        "workers": 1,
+    },
+    "regal-peak-memory": {
+        "name": "regal-peak-memory", "dataset": "regal", "objective": "peak-memory",
+        "n_devices": 2, "encoder": "mpnn", "search": "brkga", "brkga_preset": "tuned",
+        "kept_from_feature_run": 10, "hidden": 32, "rounds": 8, "levels": 4, "placement": True,
+        "scheduling": True, "elite_bias": False, "initial_mode_logit": 1.0,
+        "feature_evaluations": 400, "train_evaluations": 5000, "validation_evaluations": 5000,
+        "reference_seeds": 2, "max_train_ops": 200, "validation_graphs": 200, "steps": 100,
+        "batch_graphs": 4, "samples_per_graph": 8, "advantage": "sample-mean",
+        "learning_rate": 0.0015, "entropy_weight": 0.01, "validate_every": 50,
+        "checkpoint_every": 50, "seed": 0, "workers": 1,
+    },
+}  # fmt: skip
+"""The shipped configs as they were written before the sections (and as old checkpoints hold
+them)."""
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_FLAT))
+def test_the_flat_layout_of_each_shipped_config_reads_the_same(name) -> None:
+    assert sorted(p.stem for p in CONFIGS.glob("*.json")) == sorted(SHIPPED_FLAT)
+    nested = TrainConfig.load(name)
+    assert TrainConfig.from_dict(SHIPPED_FLAT[name]) == nested
+    assert TrainConfig.from_dict(json.loads(json.dumps(asdict(nested)))) == nested
+    flat = {key: _at(asdict(nested), path) for key, path in FLAT_FIELDS.items()}
+    assert TrainConfig.from_dict(flat) == nested
+
+
+def _at(data: dict, path: tuple[str, ...]):
+    for key in path:
+        data = data[key]
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"steps": 3, "run": {"seed": 1}}, r"mixes flat fields \(steps\) with sections \(run\)"),
+        ({"steps": 3, "stepz": 1}, r"^unknown training config field\(s\): stepz; valid: adam_"),
+        ({"run": {"stepz": 1}}, r"unknown training config field\(s\): run.stepz; valid: run."),
+        ({"run": {"steps": 0}}, r"^training config: run.steps must be >= 1, got 0$"),
+        ({"optimizer": {"betas": [0.9, 1.5]}}, r"optimizer.betas must be in \[0, 1\)"),
+        ({"inner": {"kept": 2.5}}, "inner.kept must be an integer or null"),
+        ({"inner": {"kept": 0}}, "bad inner search: kept must be >= 1"),
+        ({"policy": {"actions": {"levels": 1}}}, r"policy.actions.levels must be in \[2, 1024\]"),
+        ({"rollouts": {"samples_per_graph": 1}, "reinforce": {"advantage": "sample-mean"}},
+         "needs samples_per_graph >= 2"),
+    ],
+)  # fmt: skip
+def test_nested_configs_name_fields_by_path(data, message) -> None:
+    with pytest.raises(TrainingError, match=message):
+        TrainConfig.from_dict(data)
+
+
+def test_shipped_policies_record_flat_configs_that_still_read() -> None:
+    for path in sorted(Path(str(SHIPPED_POLICIES)).glob("*.pt")):
+        stored = TrainConfig.from_dict(json.loads(load_policy(path).metadata["train_config"]))
+        shipped = TrainConfig.load(path.stem.removesuffix("-d2"))
+        # The runs were resumed for more steps, on the dataset built from the shipped config.
+        run = replace(stored.run, steps=shipped.run.steps)
+        assert replace(stored, dataset=shipped.dataset, run=run) == shipped
+
+
+def test_a_run_checkpointed_with_a_flat_config_resumes(toy_dataset, tmp_path) -> None:
+    train(_config(toy_dataset, steps=4), tmp_path / "straight")
+    run = tmp_path / "run"
+    train(_config(toy_dataset, steps=2), run)
+    record = read_checkpoint(run / "last.pt", REGAL_FORMAT)
+    nested = json.loads(record["train_config"])
+    flat = {key: _at(nested, path) for key, path in FLAT_FIELDS.items()}
+    save_checkpoint(run / "last.pt", {**record, "train_config": json.dumps(flat)})
+    with pytest.raises(TrainingError, match=r"\(optimizer.learning_rate, run.seed differ\)"):
+        train(_config(toy_dataset, steps=4, learning_rate=0.1, seed=1), run, resume=True)
+    train(_config(toy_dataset, steps=4), run, resume=True)
+    straight = read_checkpoint(tmp_path / "straight" / "last.pt", REGAL_FORMAT)
+    resumed = read_checkpoint(run / "last.pt", REGAL_FORMAT)
+    for key, value in straight["model_state"].items():
+        assert torch.equal(resumed["model_state"][key], value), key

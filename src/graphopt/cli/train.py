@@ -52,14 +52,14 @@ def train_regal(
 
     settings = TrainConfig.load(config)
     overrides = {k: v for k, v in (("workers", workers), ("steps", steps)) if v is not None}
-    settings = dataclasses.replace(settings, **overrides)
+    settings = dataclasses.replace(settings, run=dataclasses.replace(settings.run, **overrides))
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[info]}"),
     ]
     with progress_bar(*columns, TimeElapsedColumn()) as bar:
-        task = bar.add_task(f"train {settings.name}", total=settings.steps, info="preparing")
+        task = bar.add_task(f"train {settings.name}", total=settings.run.steps, info="preparing")
         validation = [""]
 
         def progress(row: dict[str, float]) -> None:

@@ -22,8 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from graphopt.configs import FieldError
 from graphopt.solvers.brkga import BRKGAConfig, GeneDistributions
 from graphopt.solvers.random_keys import ChromosomeLayout
+
+MAX_LEVELS = 1024
+"""Most quantization levels of an action."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,8 @@ class ActionConfig:
     elite_bias: bool = False
 
     def __post_init__(self) -> None:
-        if self.levels < 2:
-            raise ValueError(f"action levels must be >= 2, got {self.levels}")
+        if not 2 <= self.levels <= MAX_LEVELS:
+            raise FieldError("levels", f"must be in [2, {MAX_LEVELS}], got {self.levels}")
         if not (self.placement or self.scheduling or self.elite_bias):
             raise ValueError("the policy must take at least one kind of action")
 

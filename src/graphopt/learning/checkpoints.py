@@ -12,7 +12,6 @@ damaged one is refused with a line that says why.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -151,8 +150,11 @@ class RunCheckpoint:
     history: list[dict[str, float]]
     record: dict[str, Any]
 
-    def restore(self, network: RegalPolicy, optimizer: torch.optim.Adam) -> None:
+    def restore(self, network: RegalPolicy, optimizer: torch.optim.Adam, clip: float) -> None:
         """Loads the weights and Adam's state into a network and optimizer of the run's config.
+
+        `clip` is the run's gradient clip (`train_config`'s, which the caller compared with
+        the config it resumes with), the bound of Adam's stored moments.
 
         Raises:
             CheckpointError: when the stored policy, weights or optimizer state do not fit
@@ -161,9 +163,6 @@ class RunCheckpoint:
         config = _policy_config(self.record["policy_config"], f"{self.path}: policy_config")
         if config != network.config:
             raise CheckpointError(f"{self.path}: policy_config is not the train_config's network")
-        clip = self.train_config.get("grad_clip")
-        if not isinstance(clip, int | float) or isinstance(clip, bool) or not 0 < clip < math.inf:
-            raise CheckpointError(f"{self.path}: train_config.grad_clip: must be a number > 0")
         state = self.record["model_state"]
         load_weights(network, lambda: RegalPolicy(config), state, f"{self.path}: model_state")
         _check_outputs(network, f"{self.path}: model_state")

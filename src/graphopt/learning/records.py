@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from graphopt._messages import describe
-from graphopt.learning.actions import ActionConfig
+from graphopt.learning.actions import MAX_LEVELS, ActionConfig
 from graphopt.learning.envs.regal import SEARCHES, InnerSearch
 from graphopt.learning.features import FEATURE_SET, node_feature_names
 from graphopt.learning.formats import (
@@ -27,16 +27,15 @@ from graphopt.learning.formats import (
     is_scalar,
     number,
 )
-from graphopt.learning.networks.regal_config import ENCODERS, PolicyConfig
+from graphopt.learning.networks.regal_config import (
+    ENCODERS,
+    MAX_HIDDEN,
+    MAX_ROUNDS,
+    PolicyConfig,
+)
 from graphopt.limits import MAX_DEVICES
 from graphopt.solvers.base import Objective, SolverError
 
-MAX_HIDDEN = 4096
-"""Widest network a checkpoint may describe."""
-MAX_ROUNDS = 256
-"""Most message-passing rounds: they share weights, so the file's size does not bound them."""
-MAX_LEVELS = 1024
-"""Most quantization levels of an action."""
 MAX_FEATURE_EVALUATIONS = 10**9
 """Most evaluations of the feature run a policy may ask for."""
 MAX_LOGIT = 1e6

@@ -6,7 +6,8 @@ validate the untrained policy at step 0, then after each gradient step validate 
 `validate_every` steps (keeping the best policy) and checkpoint every `checkpoint_every` steps,
 logging every row to log.csv and TensorBoard (`RunLog`). A killed run resumes from its last
 checkpoint and continues exactly as the uninterrupted run would, provided each step seeds
-everything random from (seed, step), which the loops do.
+everything random from (seed, step), which the loops do. `RunConfig` is the config section that
+says all this for any trainer.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from torch.utils.tensorboard import SummaryWriter
 
+from graphopt.configs import FieldError
 from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
 from graphopt.errors import GraphoptError
 
@@ -141,6 +143,44 @@ class Cadence:
     steps: int
     validate_every: int
     checkpoint_every: int
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How long a run trains, on which graphs, how often it validates and saves, and its seed.
+
+    Nothing here depends on what is trained, so every trainer's config has this section.
+
+    Attributes:
+        steps: gradient steps.
+        validate_every: steps between validations.
+        checkpoint_every: steps between checkpoints.
+        seed: seeds the network's initialization and every step.
+        workers: rollout worker processes (0: rollouts in this process).
+        max_train_ops: leave out training graphs with more ops (None: keep all).
+        validation_graphs: validation graphs scored, spread evenly over the split.
+    """
+
+    steps: int = 2000
+    validate_every: int = 100
+    checkpoint_every: int = 25
+    seed: int = 0
+    workers: int = 2
+    max_train_ops: int | None = None
+    validation_graphs: int = 64
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "validate_every", "checkpoint_every", "validation_graphs"):
+            if getattr(self, name) < 1:
+                raise FieldError(name, f"must be >= 1, got {getattr(self, name)}")
+        for name, low, high in (("workers", 0, 1024), ("seed", 0, 2**63 - 1)):
+            if not low <= getattr(self, name) <= high:
+                raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
+
+    @property
+    def cadence(self) -> Cadence:
+        """What `run_steps` repeats."""
+        return Cadence(self.steps, self.validate_every, self.checkpoint_every)
 
 
 def run_steps(

@@ -1,14 +1,15 @@
 """Training REGAL (and GAS, IDRS) with REINFORCE, top to bottom (paper 001 section 3.4, A.5).
 
-Each step samples `batch_graphs` training graphs, runs the policy on their features, samples
-`samples_per_graph` action vectors per graph, turns each into a BRKGA run of
-`train_evaluations` (feature run included) and a reward r = -objective / objective of uniform
-BRKGA at the same budget (cached per graph, mean over `reference_seeds` runs). The loss is
-REINFORCE with the learned baseline, -(r - b(G)) log p(y | G) + lambda/2 (r - b(G))^2, minimized
-with Adam and gradient clipping. Every `validate_every` steps the greedy policy is scored on the
-validation graphs at `validation_evaluations` and the best policy is kept in `best.pt`.
+Each step samples `rollouts.batch_graphs` training graphs, runs the policy on their features,
+samples `rollouts.samples_per_graph` action vectors per graph, turns each into a BRKGA run of
+`rollouts.train_evaluations` (feature run included) and a reward r = -objective / objective of
+uniform BRKGA at the same budget (cached per graph, mean over `rollouts.reference_seeds` runs).
+The loss is REINFORCE with the learned baseline, -(r - b(G)) log p(y | G) + lambda/2
+(r - b(G))^2, minimized with Adam and gradient clipping. Every `run.validate_every` steps the
+greedy policy is scored on the validation graphs at `rollouts.validation_evaluations` and the
+best policy is kept in `best.pt`.
 
-Everything random in step s is seeded by (seed, s), so a run killed and resumed from `last.pt`
+Everything random in step s is seeded by (run.seed, s), so a run killed and resumed from `last.pt`
 continues exactly as the uninterrupted run would. Every logged row goes to log.csv and, as
 scalars, to TensorBoard event files in tensorboard/; a resumed run hides the events its killed
 predecessor logged after the checkpoint. Non-finite rewards, losses or gradients stop
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphopt._messages import describe
-from graphopt.configs import read_config
+from graphopt.configs import FieldError, read_config
 from graphopt.ir.io import read_json
-from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import policy_record, read_run_checkpoint
 from graphopt.learning.envs.regal import (
@@ -42,6 +41,7 @@ from graphopt.learning.envs.regal import (
     relative_rewards,
 )
 from graphopt.learning.features import FEATURE_EVALUATIONS
+from graphopt.learning.formats import CheckpointError
 from graphopt.learning.networks.regal import (
     PolicyConfig,
     RegalPolicy,
@@ -50,15 +50,11 @@ from graphopt.learning.networks.regal import (
     log_probability,
     sample_actions,
 )
-from graphopt.learning.objectives.reinforce import ADVANTAGES, Advantage, reinforce_loss
-from graphopt.learning.records import (
-    MAX_FEATURE_EVALUATIONS,
-    MAX_HIDDEN,
-    MAX_LEVELS,
-    MAX_ROUNDS,
-)
+from graphopt.learning.objectives.reinforce import ReinforceConfig, reinforce_loss
+from graphopt.learning.optim import AdamConfig
+from graphopt.learning.records import MAX_FEATURE_EVALUATIONS
 from graphopt.learning.runs import (
-    Cadence,
+    RunConfig,
     RunLog,
     RunState,
     TrainingError,
@@ -69,177 +65,111 @@ from graphopt.learning.runs import (
 )
 from graphopt.learning.saving import save_checkpoint
 from graphopt.learning.workers import Workers, make_workers
-from graphopt.limits import MAX_DEVICES
-from graphopt.solvers.base import Objective, SolverError
+from graphopt.solvers.base import Objective
 
 CONFIGS = Path(__file__).parent / "configs"
 """Shipped training configs (`graphopt train regal NAME` finds them by name)."""
 
 
 @dataclass(frozen=True)
+class RolloutConfig:
+    """How REGAL's steps and validations sample and score rollouts.
+
+    A section of its own rather than part of `RunConfig` because it is REGAL's: other trainers
+    have no BRKGA budgets or uniform-BRKGA references to score against.
+
+    Attributes:
+        batch_graphs: graphs per step (paper 001 A.5: 4).
+        samples_per_graph: action vectors sampled per graph per step.
+        train_evaluations: budget of a training rollout and its reference (A.5: 1,000).
+        validation_evaluations: budget of validation runs (paper: 5,000).
+        reference_seeds: uniform BRKGA runs averaged into each graph's reference.
+    """
+
+    batch_graphs: int = 4
+    samples_per_graph: int = 4
+    train_evaluations: int = 1000
+    validation_evaluations: int = 5000
+    reference_seeds: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("batch_graphs", "samples_per_graph", "reference_seeds"):
+            if getattr(self, name) < 1:
+                raise FieldError(name, f"must be >= 1, got {getattr(self, name)}")
+        if not 1 <= self.validation_evaluations <= MAX_FEATURE_EVALUATIONS:
+            raise FieldError(
+                "validation_evaluations",
+                f"must be in [1, {MAX_FEATURE_EVALUATIONS}], got {self.validation_evaluations}",
+            )
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a REGAL training run (saved with every checkpoint).
+
+    Each section is a config of its own, checked when it is built; this class checks only what
+    ties sections together. The sections that any trainer has (`run`, `optimizer`) come from
+    the modules other trainers share, the policy and its search from the modules that run it.
 
     Attributes:
         name: the run's name.
         dataset: a built dataset directory, a dataset config JSON, or the name of a shipped
             dataset config ('default', 'regal'), built into the run directory on first use.
         objective: 'peak-memory' or 'makespan'.
-        n_devices: devices of the machine (paper 001: 2; transfers free, no capacity).
-        encoder: 'mpnn' (REGAL) or 'lstm' (GAS).
         search: 'brkga' (REGAL, GAS) or 'random' (IDRS).
-        brkga_preset: BRKGA preset the inner search runs with (None: paper 001's defaults).
-        kept_from_feature_run: the feature run's best chromosomes that start the inner
-            search; the rest are drawn from the policy's distributions (None: all of them).
-        hidden: network width (A.5: 32).
-        rounds: message-passing rounds T (A.5: 16).
-        aggregation: 'mean' or 'add' message aggregation.
-        levels: k, quantization levels of every action.
-        placement: learn placement-gene distributions (table 3).
-        scheduling: learn priority-gene distributions (table 3).
-        elite_bias: learn elite biases (table 3).
-        initial_mode_logit: logit advantage of each head's initial action (exploration).
-        anchor: initial strength of the policy's feature anchor (`PolicyConfig.anchor`;
-            None: the paper's network).
         feature_evaluations: evaluations of each graph's feature run (A.1: 400).
-        train_evaluations: budget of a training rollout and its reference (A.5: 1,000).
-        validation_evaluations: budget of validation runs (paper: 5,000).
-        reference_seeds: uniform BRKGA runs averaged into each graph's reference.
-        max_train_ops: leave out training graphs with more ops (None: keep all).
-        validation_graphs: validation graphs scored, spread evenly over the split.
-        steps: gradient steps.
-        batch_graphs: graphs per step (A.5: 4).
-        samples_per_graph: action vectors sampled per graph per step.
-        learning_rate: Adam's step size (A.5: 1e-4).
-        adam_betas: Adam's (beta1, beta2) (A.5: 0.9, 0.999).
-        adam_eps: Adam's epsilon (A.5: 1e-8).
-        grad_clip: global L2 norm the gradient is clipped to (A.5: 10).
-        baseline_weight: lambda, weight of the baseline's squared error (A.5: 1e-4).
-        entropy_weight: weight of an entropy bonus (0 in the paper).
-        advantage: 'baseline' (r - b(G), the paper's learned baseline) or 'sample-mean'
-            (r minus the mean reward of the other samples of the same graph in the step,
-            lower variance when samples_per_graph > 1; b(G) is still trained and logged).
-        validate_every: steps between validations.
-        checkpoint_every: steps between checkpoints.
-        seed: seeds the network's initialization and every step.
-        workers: rollout worker processes (0: rollouts in this process).
+        policy: the network (A.5: width 32, 16 rounds; `encoder` 'lstm' for GAS) and its
+            actions (table 3).
+        inner: how BRKGA continues after the feature run (preset, chromosomes kept).
+        reinforce: the loss's advantage and weights.
+        optimizer: Adam and gradient clipping (A.5).
+        rollouts: graphs and samples per step, budgets and references of the rewards.
+        run: steps, validation and checkpoint cadence, graphs used, seed and workers.
     """
 
     name: str = "regal"
     dataset: str = "regal"
     objective: str = "peak-memory"
-    n_devices: int = 2
-    encoder: str = "mpnn"
     search: str = "brkga"
-    brkga_preset: str | None = None
-    kept_from_feature_run: int | None = None
-    hidden: int = 32
-    rounds: int = 16
-    aggregation: str = "mean"
-    levels: int = 4
-    placement: bool = True
-    scheduling: bool = True
-    elite_bias: bool = False
-    initial_mode_logit: float = 3.0
-    anchor: float | None = None
     feature_evaluations: int = FEATURE_EVALUATIONS
-    train_evaluations: int = 1000
-    validation_evaluations: int = 5000
-    reference_seeds: int = 2
-    max_train_ops: int | None = None
-    validation_graphs: int = 64
-    steps: int = 2000
-    batch_graphs: int = 4
-    samples_per_graph: int = 4
-    learning_rate: float = 1e-4
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = 1e-8
-    grad_clip: float = 10.0
-    baseline_weight: float = 1e-4
-    entropy_weight: float = 0.0
-    advantage: Advantage = "baseline"
-    validate_every: int = 100
-    checkpoint_every: int = 25
-    seed: int = 0
-    workers: int = 2
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    inner: InnerSearch = field(default_factory=InnerSearch)
+    reinforce: ReinforceConfig = field(default_factory=ReinforceConfig)
+    optimizer: AdamConfig = field(default_factory=AdamConfig)
+    rollouts: RolloutConfig = field(default_factory=RolloutConfig)
+    run: RunConfig = field(default_factory=RunConfig)
 
     def __post_init__(self) -> None:
         Objective.parse(self.objective)
-        if self.advantage not in ADVANTAGES:
-            raise TrainingError(
-                f"advantage must be one of {', '.join(map(repr, ADVANTAGES))}, "
-                f"got {self.advantage!r}"
-            )
-        if self.advantage == "sample-mean" and self.samples_per_graph < 2:
+        if self.reinforce.advantage == "sample-mean" and self.rollouts.samples_per_graph < 2:
             raise TrainingError("advantage 'sample-mean' needs samples_per_graph >= 2")
         if self.search not in ("brkga", "random"):
             raise TrainingError(f"search must be 'brkga' or 'random', got {self.search!r}")
-        for name in (
-            "steps",
-            "batch_graphs",
-            "samples_per_graph",
-            "validate_every",
-            "checkpoint_every",
-            "reference_seeds",
-            "validation_graphs",
-        ):
-            if getattr(self, name) < 1:
-                raise TrainingError(f"{name} must be >= 1, got {getattr(self, name)}")
-        try:
-            self.inner  # noqa: B018 (built to validate the fields)
-        except SolverError as error:
-            raise TrainingError(f"bad inner search: {error}") from None
-        for name, low, high in (
-            ("workers", 0, 1024),
-            ("seed", 0, 2**63 - 1),
-            ("n_devices", 2, MAX_DEVICES),
-            ("hidden", 1, MAX_HIDDEN),
-            ("rounds", 0, MAX_ROUNDS),
-            ("levels", 2, MAX_LEVELS),
-            ("feature_evaluations", 1, MAX_FEATURE_EVALUATIONS),
-            ("validation_evaluations", 1, MAX_FEATURE_EVALUATIONS),
-        ):
-            if not low <= getattr(self, name) <= high:
-                raise TrainingError(f"{name} must be in [{low}, {high}], got {getattr(self, name)}")
-        for name in ("learning_rate", "adam_eps", "grad_clip"):
-            if not getattr(self, name) > 0:
-                raise TrainingError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not all(0 <= beta < 1 for beta in self.adam_betas):
-            raise TrainingError(f"adam_betas must be in [0, 1), got {list(self.adam_betas)}")
-        if not self.feature_evaluations < self.train_evaluations <= self.validation_evaluations:
+        if not 1 <= self.feature_evaluations <= MAX_FEATURE_EVALUATIONS:
+            raise FieldError(
+                "feature_evaluations",
+                f"must be in [1, {MAX_FEATURE_EVALUATIONS}], got {self.feature_evaluations}",
+            )
+        train, valid = self.rollouts.train_evaluations, self.rollouts.validation_evaluations
+        if not self.feature_evaluations < train <= valid:
             raise TrainingError(
                 "evaluations must satisfy feature_evaluations < train_evaluations <= "
-                f"validation_evaluations, got {self.feature_evaluations}, "
-                f"{self.train_evaluations}, {self.validation_evaluations}"
+                f"validation_evaluations, got {self.feature_evaluations}, {train}, {valid}"
             )
-
-    @property
-    def inner(self) -> InnerSearch:
-        """How BRKGA continues after the feature run, in training and in the solver."""
-        return InnerSearch(self.brkga_preset, self.kept_from_feature_run)
-
-    @property
-    def policy(self) -> PolicyConfig:
-        """The network's shape."""
-        actions = ActionConfig(self.levels, self.placement, self.scheduling, self.elite_bias)
-        return PolicyConfig(
-            self.n_devices,
-            self.encoder,
-            self.hidden,
-            self.rounds,
-            self.aggregation,
-            actions,
-            self.initial_mode_logit,
-            self.anchor,
-        )
 
     @classmethod
     def from_dict(cls, data: Any) -> TrainConfig:
         """A config from a JSON object, through the shared loader (`graphopt.configs`).
 
-        Unknown fields and values of the wrong type are refused, naming them.
+        The flat layout of configs and checkpoints from before the sections is read too
+        (`FLAT_FIELDS`), its fields named by their flat keys in messages. Unknown fields and
+        values of the wrong type are refused, naming them.
         """
-        return read_config(cls, data, "training config", TrainingError)
+        names = {"inner": "inner search"}
+        if isinstance(data, dict) and _is_flat(data):
+            data = _nest(data)
+            names.update({".".join(path): key for key, path in FLAT_FIELDS.items()})
+        return read_config(cls, data, "training config", TrainingError, names)
 
     @classmethod
     def load(cls, source: str | Path) -> TrainConfig:
@@ -258,6 +188,90 @@ class TrainConfig:
         if not isinstance(data, dict):
             raise TrainingError(f"{path}: a training config is a JSON object")
         return cls.from_dict(data)
+
+
+FLAT_FIELDS: dict[str, tuple[str, ...]] = {
+    "name": ("name",),
+    "dataset": ("dataset",),
+    "objective": ("objective",),
+    "search": ("search",),
+    "feature_evaluations": ("feature_evaluations",),
+    "n_devices": ("policy", "n_devices"),
+    "encoder": ("policy", "encoder"),
+    "hidden": ("policy", "hidden"),
+    "rounds": ("policy", "rounds"),
+    "aggregation": ("policy", "aggregation"),
+    "levels": ("policy", "actions", "levels"),
+    "placement": ("policy", "actions", "placement"),
+    "scheduling": ("policy", "actions", "scheduling"),
+    "elite_bias": ("policy", "actions", "elite_bias"),
+    "initial_mode_logit": ("policy", "initial_mode_logit"),
+    "anchor": ("policy", "anchor"),
+    "brkga_preset": ("inner", "brkga"),
+    "kept_from_feature_run": ("inner", "kept"),
+    "advantage": ("reinforce", "advantage"),
+    "baseline_weight": ("reinforce", "baseline_weight"),
+    "entropy_weight": ("reinforce", "entropy_weight"),
+    "learning_rate": ("optimizer", "learning_rate"),
+    "adam_betas": ("optimizer", "betas"),
+    "adam_eps": ("optimizer", "eps"),
+    "grad_clip": ("optimizer", "grad_clip"),
+    "batch_graphs": ("rollouts", "batch_graphs"),
+    "samples_per_graph": ("rollouts", "samples_per_graph"),
+    "train_evaluations": ("rollouts", "train_evaluations"),
+    "validation_evaluations": ("rollouts", "validation_evaluations"),
+    "reference_seeds": ("rollouts", "reference_seeds"),
+    "steps": ("run", "steps"),
+    "validate_every": ("run", "validate_every"),
+    "checkpoint_every": ("run", "checkpoint_every"),
+    "seed": ("run", "seed"),
+    "workers": ("run", "workers"),
+    "max_train_ops": ("run", "max_train_ops"),
+    "validation_graphs": ("run", "validation_graphs"),
+}
+"""Each key of the flat layout (shipped configs and checkpoints before the sections) and the
+path of its field in `TrainConfig`; the five top-level fields keep their place."""
+
+_SECTIONS = frozenset(path[0] for path in FLAT_FIELDS.values() if len(path) > 1)
+"""The nested layout's sections."""
+
+
+def _is_flat(data: dict[Any, Any]) -> bool:
+    """Whether `data` uses the flat layout (a key that only it has, and no section).
+
+    Raises:
+        TrainingError: when it mixes flat keys and sections.
+    """
+    flat = sorted(str(k) for k in data if len(FLAT_FIELDS.get(k, ())) > 1)
+    nested = sorted(str(k) for k in data if k in _SECTIONS)
+    if flat and nested:
+        raise TrainingError(
+            f"training config mixes flat fields ({', '.join(flat)}) with sections "
+            f"({', '.join(nested)}); use one layout"
+        )
+    return bool(flat)
+
+
+def _nest(data: dict[Any, Any]) -> dict[str, Any]:
+    """The nested form of a flat-layout config, its keys moved to their paths (`FLAT_FIELDS`).
+
+    Raises:
+        TrainingError: naming unknown flat keys.
+    """
+    unknown = sorted(str(key) for key in data if key not in FLAT_FIELDS)
+    if unknown:
+        raise TrainingError(
+            f"unknown training config field(s): {', '.join(unknown)}; "
+            f"valid: {', '.join(sorted(FLAT_FIELDS))}"
+        )
+    nested: dict[str, Any] = {}
+    for key, value in data.items():
+        *sections, name = FLAT_FIELDS[key]
+        section = nested
+        for part in sections:
+            section = section.setdefault(part, {})
+        section[name] = value
+    return nested
 
 
 LOG_COLUMNS = (
@@ -296,39 +310,39 @@ def train(
     if last.exists() and not resume:
         raise TrainingError(f"{run_dir} already holds a run; resume it or choose another directory")
     run_dir.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(config.seed)
+    torch.manual_seed(config.run.seed)
     network = RegalPolicy(config.policy)
-    optimizer = torch.optim.Adam(
-        network.parameters(), config.learning_rate, config.adam_betas, eps=config.adam_eps
-    )
+    optimizer = config.optimizer.optimizer(network.parameters())
     state = RunState()
     if resume and last.exists():
         state = _restore(last, config, network, optimizer)
     (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
 
     dataset = resolve_dataset(config.dataset, run_dir)
-    train_ids, valid_ids = select_graphs(dataset, config.max_train_ops, config.validation_graphs)
+    train_ids, valid_ids = select_graphs(
+        dataset, config.run.max_train_ops, config.run.validation_graphs
+    )
     spec = EnvSpec(
         str(dataset),
-        config.n_devices,
+        config.policy.n_devices,
         config.objective,
         config.search,
         config.feature_evaluations,
         config.policy.actions,
         config.inner,
     )
-    rollouts = make_workers(partial(RolloutEnv, spec), config.workers, ray_address)
+    rollouts = make_workers(partial(RolloutEnv, spec), config.run.workers, ray_address)
     log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
     try:
         train_set = _prepare(
-            rollouts, dataset, "train", train_ids, config.train_evaluations, config
+            rollouts, dataset, "train", train_ids, config.rollouts.train_evaluations, config
         )
         valid_set = _prepare(
-            rollouts, dataset, "valid", valid_ids, config.validation_evaluations, config
+            rollouts, dataset, "valid", valid_ids, config.rollouts.validation_evaluations, config
         )
         return run_steps(
             state,
-            Cadence(config.steps, config.validate_every, config.checkpoint_every),
+            config.run.cadence,
             lambda step: _step(config, network, optimizer, rollouts, train_ids, train_set, step),
             lambda step: _validation_row(
                 step, validate(network, rollouts, valid_ids, valid_set, config)
@@ -361,8 +375,8 @@ def _prepare(
         dataset
         / "cache"
         / (
-            f"references-{split}-{config.objective}-d{config.n_devices}-"
-            f"f{config.feature_evaluations}-e{evaluations}-s{config.reference_seeds}.npz"
+            f"references-{split}-{config.objective}-d{config.policy.n_devices}-"
+            f"f{config.feature_evaluations}-e{evaluations}-s{config.rollouts.reference_seeds}.npz"
         )
     )
     known: dict[int, float] = {}
@@ -371,7 +385,8 @@ def _prepare(
             known = dict(zip(stored["index"].tolist(), stored["reference"].tolist(), strict=True))
     missing = [int(i) for i in ids if int(i) not in known]
     computed = rollouts.map(
-        RolloutEnv.prepare, [(split, i, evaluations, config.reference_seeds) for i in missing]
+        RolloutEnv.prepare,
+        [(split, i, evaluations, config.rollouts.reference_seeds) for i in missing],
     )
     prepared = dict(zip(missing, computed, strict=True))
     cached = [int(i) for i in ids if int(i) in known]
@@ -397,14 +412,14 @@ def _step(
     step: int,
 ) -> dict[str, float]:
     """One REINFORCE step; everything random is seeded by (seed, step)."""
-    rng = np.random.default_rng([config.seed, step])
+    rng = np.random.default_rng([config.run.seed, step])
     generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
-    chosen = [int(i) for i in rng.choice(train_ids, size=config.batch_graphs)]
+    chosen = [int(i) for i in rng.choice(train_ids, size=config.rollouts.batch_graphs)]
     batch = make_batch([train_set[i].features for i in chosen])
     network.train()
     logits = network(batch)
     baseline = network.baseline(batch)
-    samples = sample_actions(logits.detach(), generator, config.samples_per_graph)
+    samples = sample_actions(logits.detach(), generator, config.rollouts.samples_per_graph)
     ptr = batch.ptr.tolist()
     # Common random numbers: the samples of a graph share the search's seed, so their rewards
     # differ by their actions, not by the search's luck.
@@ -414,7 +429,7 @@ def _step(
             "train",
             index,
             actions[ptr[g] : ptr[g + 1]].numpy().astype(np.int8),
-            config.train_evaluations,
+            config.rollouts.train_evaluations,
             int(seeds[g]),
         )
         for actions in samples
@@ -431,14 +446,14 @@ def _step(
         torch.from_numpy(rewards).float(),
         baseline,
         entropy(logits, batch.batch, len(chosen)),
-        config.advantage,
-        config.baseline_weight,
-        config.entropy_weight,
+        config.reinforce.advantage,
+        config.reinforce.baseline_weight,
+        config.reinforce.entropy_weight,
     )
     check_finite(step, rewards=float(np.sum(rewards)), loss=float(loss.total.detach()))
     optimizer.zero_grad()
     loss.total.backward()
-    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), config.grad_clip))
+    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), config.optimizer.grad_clip))
     check_finite(step, gradient_norm=norm)
     optimizer.step()
     return {
@@ -480,7 +495,7 @@ def validate(
             "valid",
             int(i),
             actions[int(batch.ptr[g]) : int(batch.ptr[g + 1])].numpy().astype(np.int8),
-            config.validation_evaluations,
+            config.rollouts.validation_evaluations,
             1000 + g,
         )
         for g, i in enumerate(ids)
@@ -529,17 +544,31 @@ def _restore(
     path: Path, config: TrainConfig, network: RegalPolicy, optimizer: torch.optim.Optimizer
 ) -> RunState:
     run = read_run_checkpoint(path, LOG_COLUMNS)
-    current = json.loads(json.dumps(asdict(config)))
-    differs = sorted(
-        k
-        for k in current.keys() | run.train_config.keys()
-        if k not in ("steps", "workers") and run.train_config.get(k) != current.get(k)
-    )
+    try:
+        stored = TrainConfig.from_dict(run.train_config)  # either layout
+    except TrainingError as error:
+        raise CheckpointError(f"{path}: train_config: {error}") from None
+    before, now = _leaves(asdict(stored)), _leaves(asdict(config))
+    differs = sorted(k for k in now if k not in RESUMABLE and before[k] != now[k])
     if differs:
         raise TrainingError(
-            f"{path} was trained with another config "
-            f"({', '.join(k if k in current else describe(k) for k in differs)} differ); resume "
-            "with the same config (only steps and workers may change)"
+            f"{path} was trained with another config ({', '.join(differs)} differ); resume "
+            f"with the same config (only {' and '.join(RESUMABLE)} may change)"
         )
-    run.restore(network, optimizer)
+    run.restore(network, optimizer, config.optimizer.grad_clip)
     return RunState(run.step, run.best_validation, run.best_step, run.seconds, run.history)
+
+
+RESUMABLE = ("run.steps", "run.workers")
+"""The fields a resumed run may change (by their paths): they change nothing already done."""
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict's values by dotted path."""
+    leaves: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            leaves.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            leaves[prefix + key] = value
+    return leaves

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graphopt.configs import FieldError
 from graphopt.learning.actions import ActionConfig
+from graphopt.limits import MAX_DEVICES
 
 ENCODERS = ("mpnn", "lstm")
+MAX_HIDDEN = 4096
+"""Widest network a checkpoint may describe."""
+MAX_ROUNDS = 256
+"""Most message-passing rounds: they share weights, so the file's size does not bound them."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +49,17 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:
-            raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, got {self.encoder!r}")
+            raise FieldError(
+                "encoder", f"must be one of {', '.join(ENCODERS)}, got {self.encoder!r}"
+            )
         if self.aggregation not in ("mean", "add"):
-            raise ValueError(f"aggregation must be 'mean' or 'add', got {self.aggregation!r}")
-        if self.n_devices < 2:
-            raise ValueError(f"a placement policy needs >= 2 devices, got {self.n_devices}")
+            raise FieldError("aggregation", f"must be 'mean' or 'add', got {self.aggregation!r}")
+        for name, low, high in (
+            ("n_devices", 2, MAX_DEVICES),
+            ("hidden", 1, MAX_HIDDEN),
+            ("rounds", 0, MAX_ROUNDS),
+        ):
+            if not low <= getattr(self, name) <= high:
+                raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
         if self.anchor is not None and not (self.actions.placement or self.actions.scheduling):
             raise ValueError("the feature anchor needs placement or scheduling actions")

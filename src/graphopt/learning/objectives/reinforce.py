@@ -9,12 +9,39 @@ an unbiased, lower-variance baseline (`advantage='sample-mean'`); b(G) is still 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
 import torch
 
+from graphopt.configs import FieldError
+
 Advantage = Literal["baseline", "sample-mean"]
 ADVANTAGES: tuple[str, ...] = get_args(Advantage)
+
+
+@dataclass(frozen=True)
+class ReinforceConfig:
+    """The loss's settings, a trainer's config section (`reinforce_loss` says what they do).
+
+    Attributes:
+        advantage: 'baseline' (r - b(G), the paper's learned baseline) or 'sample-mean'
+            (r minus the mean reward of the other samples of the same graph in the step,
+            lower variance with several samples per graph; b(G) is still trained and logged).
+        baseline_weight: lambda, weight of the baseline's squared error (paper 001 A.5: 1e-4).
+        entropy_weight: beta, weight of an entropy bonus (0 in the paper).
+    """
+
+    advantage: Advantage = "baseline"
+    baseline_weight: float = 1e-4
+    entropy_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.advantage not in ADVANTAGES:
+            raise FieldError(
+                "advantage",
+                f"must be one of {', '.join(map(repr, ADVANTAGES))}, got {self.advantage!r}",
+            )
 
 
 class ReinforceLoss(NamedTuple):
