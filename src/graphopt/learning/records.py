@@ -16,7 +16,7 @@ from typing import Any
 
 from graphopt._messages import describe
 from graphopt.learning.actions import MAX_LEVELS, ActionConfig
-from graphopt.learning.envs.regal import SEARCHES, InnerSearch
+from graphopt.learning.envs.regal import SEARCHES, InnerSearch, Search
 from graphopt.learning.features import FEATURE_SET, node_feature_names
 from graphopt.learning.formats import (
     CheckpointError,
@@ -28,6 +28,7 @@ from graphopt.learning.formats import (
     number,
 )
 from graphopt.learning.networks.regal_config import (
+    AGGREGATIONS,
     ENCODERS,
     MAX_HIDDEN,
     MAX_ROUNDS,
@@ -82,7 +83,7 @@ class PolicyFields:
 
     config: PolicyConfig
     objective: str
-    search: str
+    search: Search
     feature_evaluations: int
     inner: InnerSearch
     metadata: dict[str, Any]
@@ -149,7 +150,7 @@ def _policy_config(value: Any, where: str) -> PolicyConfig:
                 f"{where}.actions.{key}: must be true or false, got {describe(actions[key])}"
             )
     choice(data["encoder"], ENCODERS, f"{where}.encoder")
-    choice(data["aggregation"], ("mean", "add"), f"{where}.aggregation")
+    choice(data["aggregation"], AGGREGATIONS, f"{where}.aggregation")
     anchor = data.get("anchor")
     for key, value in (("initial_mode_logit", data["initial_mode_logit"]), ("anchor", anchor)):
         if value is None and key == "anchor":  # no anchor: the heads start from the mode logit

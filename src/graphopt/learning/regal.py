@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.learning.envs.regal import RANDOM_BATCH, SEARCHES, feature_population, steered_search
+from graphopt.learning.envs.regal import (
+    RANDOM_BATCH,
+    SEARCHES,
+    Search,
+    feature_population,
+    steered_search,
+)
 from graphopt.learning.features import build_features
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.numpy_policy import NumpyPolicy
@@ -68,7 +74,7 @@ class RegalConfig:
 
     method: str = "regal"
     policy: str | None = None
-    search: str = "brkga"
+    search: Search = "brkga"
     greedy: bool = True
     population_size: int = RANDOM_BATCH
 

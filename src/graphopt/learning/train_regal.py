@@ -33,11 +33,13 @@ from graphopt.ir.io import read_json
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import policy_record, read_run_checkpoint
 from graphopt.learning.envs.regal import (
+    SEARCHES,
     EnvSpec,
     InnerSearch,
     Prepared,
     RolloutEnv,
     RolloutTask,
+    Search,
     relative_rewards,
 )
 from graphopt.learning.features import FEATURE_EVALUATIONS
@@ -130,7 +132,7 @@ class TrainConfig:
     name: str = "regal"
     dataset: str = "regal"
     objective: str = "peak-memory"
-    search: str = "brkga"
+    search: Search = "brkga"
     feature_evaluations: int = FEATURE_EVALUATIONS
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     inner: InnerSearch = field(default_factory=InnerSearch)
@@ -143,7 +145,7 @@ class TrainConfig:
         Objective.parse(self.objective)
         if self.reinforce.advantage == "sample-mean" and self.rollouts.samples_per_graph < 2:
             raise TrainingError("advantage 'sample-mean' needs samples_per_graph >= 2")
-        if self.search not in ("brkga", "random"):
+        if self.search not in SEARCHES:
             raise TrainingError(f"search must be 'brkga' or 'random', got {self.search!r}")
         if not 1 <= self.feature_evaluations <= MAX_FEATURE_EVALUATIONS:
             raise FieldError(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -38,8 +39,9 @@ from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA, BRKGAConfig, FinalPopulation, GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
-SEARCHES = ("brkga", "random")
+Search = Literal["brkga", "random"]
 """How the distributions are used: evolved by BRKGA (REGAL, GAS) or sampled at random (IDRS)."""
+SEARCHES: tuple[str, ...] = get_args(Search)
 RANDOM_BATCH = 100
 """Chromosomes sampled per batch by the random search (IDRS)."""
 

@@ -8,12 +8,18 @@ torch.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from graphopt.configs import FieldError
 from graphopt.learning.actions import ActionConfig
 from graphopt.limits import MAX_DEVICES
 
-ENCODERS = ("mpnn", "lstm")
+Encoder = Literal["mpnn", "lstm"]
+"""How ops are encoded: message passing (REGAL) or a sequence model in topological order (GAS)."""
+ENCODERS: tuple[str, ...] = get_args(Encoder)
+Aggregation = Literal["mean", "add"]
+"""How a message-passing round combines an op's messages."""
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 MAX_HIDDEN = 4096
 """Widest network a checkpoint may describe."""
 MAX_ROUNDS = 256
@@ -39,10 +45,10 @@ class PolicyConfig:
     """
 
     n_devices: int = 2
-    encoder: str = "mpnn"
+    encoder: Encoder = "mpnn"
     hidden: int = 32
     rounds: int = 16
-    aggregation: str = "mean"
+    aggregation: Aggregation = "mean"
     actions: ActionConfig = field(default_factory=ActionConfig)
     initial_mode_logit: float = 3.0
     anchor: float | None = None
@@ -52,7 +58,7 @@ class PolicyConfig:
             raise FieldError(
                 "encoder", f"must be one of {', '.join(ENCODERS)}, got {self.encoder!r}"
             )
-        if self.aggregation not in ("mean", "add"):
+        if self.aggregation not in AGGREGATIONS:
             raise FieldError("aggregation", f"must be 'mean' or 'add', got {self.aggregation!r}")
         for name, low, high in (
             ("n_devices", 2, MAX_DEVICES),
