@@ -47,13 +47,13 @@ def op_step(
     start) are not added.
     Inputs and outputs without readers leave right after the step.
 
-    Inlined, so that its arrays cost no reference counting, which holds only while no array
-    (nor a field of the `GraphArrays` tuple) is read in a branch or before an early return
-    (numba's pruning of the increfs then fails); so every read and store is unconditional and
-    selects decide what counts, as in `transfer_step` and `graphopt.ir.ready`. Nor does it stop
-    at a missing input (a branch there made the decoder's loop a quarter slower): it returns
-    the earliest ready time of the inputs, negative when one is missing, for the scorer to
-    check; the decoder never needs it and LLVM drops it there.
+    Inlined into each walk's loop, where numba prunes its reference counting as long as no
+    array's only use sits in a branch or before an early return (`transfer_step` stores
+    unconditionally for this). Taking the `GraphArrays` tuple rather than its fields costs the
+    decoder about 1% (`bench_brkga.py`). It does not stop at a missing input (a branch there
+    made the decoder's loop a quarter slower): it returns the earliest ready time of the
+    inputs, negative when one is missing, for the scorer to check; the decoder never needs it
+    and LLVM drops it there.
 
     Returns:
         (finish, memory of the device while the op runs, earliest ready time of its inputs'
@@ -70,10 +70,10 @@ def op_step(
         earliest = min(earliest, available)
         if available > start:
             start = available
-        size = g.tensor_size[_u(t)]
         left = readers_left[_u(copy)] - 1
         readers_left[_u(copy)] = left
-        freed += size if left == 0 else 0
+        if left == 0:
+            freed += g.tensor_size[_u(t)]
     finish = start + g.op_runtime[_u(op)]
     device_free[_u(device)] = finish
     resident = memory[_u(device)]
@@ -82,11 +82,14 @@ def op_step(
         copy = t * d + device
         ready[_u(copy)] = finish
         size = g.tensor_size[_u(t)]
-        persistent = g.tensor_persistent[_u(t)]
-        left = readers_left[_u(copy)] + PINNED * persistent
+        left = readers_left[_u(copy)]
+        if g.tensor_persistent[_u(t)]:
+            left += PINNED
+        else:
+            resident += size
         readers_left[_u(copy)] = left
-        resident += 0 if persistent else size
-        freed += size if left == 0 else 0
+        if left == 0:
+            freed += size
     memory[_u(device)] = resident - freed
     return finish, resident + g.op_temp_memory[_u(op)], earliest
 

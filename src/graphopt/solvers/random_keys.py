@@ -249,7 +249,12 @@ def pack(priority: float, event: int, bits: int) -> int:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _push(heap: np.ndarray, size: int, entry: int) -> int:
-    """Adds `entry` to the max-heap heap[:size]; returns the new size."""
+    """Adds `entry` to the max-heap heap[:size]; returns the new size.
+
+    Writes the -1 sentinel `_pop` needs after the new last entry, so the heap's array need not
+    be filled when it is made (most decodes push an entry or two).
+    """
+    heap[_u(size + 1)] = -1
     i = size
     while i > 0:
         parent = (i - 1) >> 1
@@ -365,7 +370,8 @@ def decode_and_score(
     buckets = np.empty(BUCKETS, dtype=np.int64)
     leaves = np.zeros(BUCKETS >> 6, dtype=np.int64)
     summary = np.int64(0)
-    heap = np.full(n_codes + 1, -1, dtype=np.int64)
+    heap = np.empty(n_codes + 1, dtype=np.int64)
+    heap[0] = -1  # empty: the sentinel `_pop` and the pops below read
     size = 0
     waiting = initial_waiting(g)
     for j in range(n_ops):
