@@ -20,11 +20,11 @@ placement, so every consumer shares its producer's device and no transfer is mad
 
 The steps write the events they make ready into ``newly`` (event codes, contract order: op j,
 transfer n_ops + t * d + device) in the order of the graph's CSR arrays, and return how many;
-callers that queue them by priority therefore queue them in a fixed order. They take the CSR
-arrays rather than `GraphArrays` and are inlined, so that numba's reference counting stays out
-of their callers' loops; for the same reason (an array's last use inside a branch keeps its
-reference counts) their loops store unconditionally and let a select decide what counts, which
-also made the random-key decoder 1.12x faster than its branching loop (`bench_brkga.py`).
+callers that queue them by priority therefore queue them in a fixed order. They are inlined,
+and their loops read and store unconditionally and let a select decide what counts: numba then
+keeps its reference counting (of the `GraphArrays` tuple too) out of their callers' loops,
+which an array used only inside a branch prevents; the branch-free loop also made the random-key
+decoder 1.12x faster than its branching one (`bench_brkga.py`).
 """
 
 from __future__ import annotations
