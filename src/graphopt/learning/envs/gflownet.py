@@ -1,0 +1,266 @@
+"""The GFlowNet scheduling MDP (paper 004 section 2.3, E.1): partial schedules, stepped in batches.
+
+A state is a partial schedule: the ops added so far, each with its device, in the order they
+were added. An action adds one ready op (every producer of its inputs already added) on one
+device, so every complete schedule keeps the precedence constraints; each device runs its ops in
+the order they were added. After n steps the schedule is complete and becomes a contract
+solution (`solutions`: the placement and the addition order, with the transfers it implies
+inserted before their first reader), scored by the project's scorer; its speedup is
+U = sum of runtimes / makespan and its log-reward (U - m) / sigma, m the number of devices
+(paper 004 section 3.3).
+
+A backward action removes an op whose removal gives a state from which adding it back returns
+here: it must have no added consumer and be the last op added on its device.
+
+`PartialSchedules` holds B partial schedules of one graph and steps all of them in one numba
+call; readiness is the shared ready step of `graphopt.ir.ready` with d = 1 (devices are chosen
+as ops are added, so only producers matter). Each added op gets the proxy's start time (paper 004
+eq. 2): the latest of its device's last finish and its inputs' arrival, which is the producer's
+finish plus, across devices, the transfer's duration. That is the contract's makespan (section 5)
+exactly with free transfers or in async mode; in sync mode, where receives occupy devices, the
+start times are the policy's estimate and the scorer decides the reward.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.errors import GraphoptError
+from graphopt.ir.arrays import GraphArrays
+from graphopt.ir.graph import Graph
+from graphopt.ir.ready import initial_waiting, release_capacity, release_op
+from graphopt.solvers.events import events_from_op_order
+
+STATE_FEATURES = ("start", "can_add", "can_remove", "scheduled")
+"""Per-op state features besides the device one-hot (paper 004 E.1), after the op's runtime."""
+
+
+class ActionError(GraphoptError):
+    """An action that is not valid in its state (an op not ready, or a device out of range)."""
+
+
+def feature_names(n_devices: int) -> list[str]:
+    """Names of the columns of `PartialSchedules.features`."""
+    devices = [f"device_{k}" for k in range(n_devices)]
+    return ["runtime", "start", *devices, "can_add", "can_remove", "scheduled"]
+
+
+class PartialSchedules:
+    """B partial schedules of one graph on one machine, all starting empty and stepped together.
+
+    Args:
+        graph: the graph.
+        machine: devices and transfer model of the proxy.
+        batch: number of schedules B.
+
+    Attributes (arrays, row b is schedule b):
+        added: [B, n] bool, whether each op is in the schedule.
+        device: [B, n] int32 device of each added op, -1 before.
+        start: [B, n] float64 proxy start time of each added op, -1 before.
+        finish: [B, n] float64 proxy finish of each added op.
+        order: [B, n] int64 the ops in the order they were added (the first `steps` columns).
+        steps: ops added to every schedule so far.
+    """
+
+    def __init__(self, graph: Graph, machine: Machine, batch: int) -> None:
+        if batch < 1:
+            raise ActionError(f"batch must be >= 1, got {batch}")
+        self.graph = graph
+        self.machine = machine
+        n, d = graph.n_ops, machine.n_devices
+        self.added = np.zeros((batch, n), dtype=np.bool_)
+        self.device = np.full((batch, n), -1, dtype=np.int32)
+        self.start = np.full((batch, n), -1.0)
+        self.finish = np.zeros((batch, n))
+        self.order = np.full((batch, n), -1, dtype=np.int64)
+        self.steps = 0
+        self._waiting = np.tile(initial_waiting(graph.arrays), (batch, 1))
+        self._readers = np.zeros((batch, graph.n_tensors), dtype=np.int32)
+        self._reads_added = np.zeros((batch, n), dtype=np.int32)  # inputs read by added ops
+        self._device_free = np.zeros((batch, d))
+        self._last_on_device = np.full((batch, d), -1, dtype=np.int64)
+        self._durations = machine.latency + graph.tensor_size / machine.bandwidth
+
+    @property
+    def batch(self) -> int:
+        """Number of schedules B."""
+        return self.added.shape[0]
+
+    @property
+    def done(self) -> bool:
+        """Whether every schedule is complete."""
+        return self.steps == self.graph.n_ops
+
+    def forward_mask(self) -> np.ndarray:
+        """[B, n] bool: the ops that may be added next (on any device)."""
+        return (self._waiting == 0) & ~self.added
+
+    def backward_mask(self) -> np.ndarray:
+        """[B, n] bool: the ops a backward action may remove (no added reader, last on device)."""
+        last = np.zeros_like(self.added)
+        rows, devices = np.nonzero(self._last_on_device >= 0)
+        last[rows, self._last_on_device[rows, devices]] = True
+        return last & (self._reads_added == 0)
+
+    def step(self, ops: np.ndarray, devices: np.ndarray) -> None:
+        """Adds op ops[b] on device devices[b] to schedule b, for every b.
+
+        Raises:
+            ActionError: naming the first schedule whose action is not valid; nothing changes.
+        """
+        ops = np.ascontiguousarray(ops, dtype=np.int64)
+        devices = np.ascontiguousarray(devices, dtype=np.int64)
+        if ops.shape != (self.batch,) or devices.shape != (self.batch,):
+            raise ActionError(
+                f"actions must be two arrays of {self.batch} entries, got shapes "
+                f"{ops.shape} and {devices.shape}"
+            )
+        bad = _first_invalid(ops, devices, self.added, self._waiting, self.machine.n_devices)
+        if bad >= 0:
+            raise ActionError(
+                f"schedule {bad}: op {int(ops[bad])} on device {int(devices[bad])} is not a valid "
+                "action (the op must exist, be ready and not yet added; the device in "
+                f"[0, {self.machine.n_devices}))"
+            )
+        _step(
+            self.graph.arrays,
+            self._durations,
+            ops,
+            devices,
+            self.steps,
+            self.added,
+            self.device,
+            self.start,
+            self.finish,
+            self.order,
+            self._waiting,
+            self._readers,
+            self._reads_added,
+            self._device_free,
+            self._last_on_device,
+        )
+        self.steps += 1
+
+    def features(self) -> np.ndarray:
+        """[B, n, 2 + d + 3] float32 per-op features (`feature_names`; paper 004 E.1).
+
+        The runtime is divided by the graph's mean runtime and start times by its total runtime
+        over d (the makespan of a perfect split), so that graphs of any scale look alike; a start
+        is -1 before its op is added.
+        """
+        graph, d = self.graph, self.machine.n_devices
+        runtime = graph.op_runtime
+        total = float(runtime.sum())
+        mean = total / max(graph.n_ops, 1)
+        scale = total / d if total > 0 else 1.0
+        out = np.empty((self.batch, graph.n_ops, 5 + d), dtype=np.float32)
+        out[:, :, 0] = runtime / mean if mean > 0 else 0.0
+        out[:, :, 1] = np.where(self.added, self.start / scale, -1.0)
+        out[:, :, 2 : 2 + d] = self.device[:, :, None] == np.arange(d)
+        out[:, :, 2 + d] = self.forward_mask()
+        out[:, :, 3 + d] = self.backward_mask()
+        out[:, :, 4 + d] = self.added
+        return out
+
+    def proxy_makespans(self) -> np.ndarray:
+        """[B] latest proxy finish of each schedule (complete or not)."""
+        return np.where(self.added, self.finish, 0.0).max(axis=1, initial=0.0)
+
+    def solutions(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The complete schedules as contract solutions: ([B, n] int32 placements, event orders).
+
+        Raises:
+            ActionError: when the schedules are not complete yet.
+        """
+        if not self.done:
+            raise ActionError(
+                f"the schedules hold {self.steps} of {self.graph.n_ops} ops; finish them first"
+            )
+        placements = self.device.copy()
+        d = self.machine.n_devices
+        events = [
+            events_from_op_order(self.graph, placements[b], self.order[b], d, "lazy")
+            for b in range(self.batch)
+        ]
+        return placements, events
+
+    def speedups(self, scorer: Scorer) -> np.ndarray:
+        """[B] float64 speedups U = sum of runtimes / makespan of the complete schedules.
+
+        `scorer` is the proxy's, or a target machine's (the candidate pipeline re-scores the
+        same schedules on targets).
+        """
+        placements, events = self.solutions()
+        total = float(self.graph.op_runtime.sum())
+        makespans = np.array(
+            [scorer.evaluate(placements[b], events[b])[1] for b in range(self.batch)]
+        )
+        return np.divide(total, makespans, out=np.ones_like(makespans), where=makespans > 0)
+
+
+def log_reward(speedup: np.ndarray, n_devices: int, sigma: float | np.ndarray) -> np.ndarray:
+    """The log-reward (U(x) - m) / sigma of paper 004 section 3.3, m the device count."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if np.any(~(sigma > 0)):
+        raise ActionError(f"temperature sigma must be > 0, got {sigma.min()}")
+    return (np.asarray(speedup, dtype=np.float64) - n_devices) / sigma
+
+
+@numba.njit(cache=True)
+def _first_invalid(
+    ops: np.ndarray, devices: np.ndarray, added: np.ndarray, waiting: np.ndarray, d: int
+) -> int:
+    """The first schedule whose action is not valid, or -1."""
+    n = added.shape[1]
+    for b in range(ops.shape[0]):
+        op, device = ops[b], devices[b]
+        if op < 0 or op >= n or device < 0 or device >= d or added[b, op] or waiting[b, op] > 0:
+            return b
+    return -1
+
+
+@numba.njit(cache=True)
+def _step(
+    g: GraphArrays,
+    durations: np.ndarray,
+    ops: np.ndarray,
+    devices: np.ndarray,
+    step: int,
+    added: np.ndarray,
+    device_of: np.ndarray,
+    start: np.ndarray,
+    finish: np.ndarray,
+    order: np.ndarray,
+    waiting: np.ndarray,
+    readers: np.ndarray,
+    reads_added: np.ndarray,
+    device_free: np.ndarray,
+    last_on_device: np.ndarray,
+) -> None:
+    """Adds each schedule's op (checked valid) with its proxy times and updates readiness."""
+    n = added.shape[1]
+    one_device = np.zeros(n, dtype=np.int32)
+    newly = np.empty(release_capacity(g), dtype=np.int64)
+    for b in range(ops.shape[0]):
+        op, device = ops[b], devices[b]
+        begin = device_free[b, device]
+        for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
+            t = g.op_input_tensor[e]
+            producer = g.tensor_producer[t]
+            arrival = finish[b, producer]
+            if device_of[b, producer] != device:
+                arrival += durations[t]
+            begin = max(begin, arrival)
+            reads_added[b, producer] += 1
+        end = begin + g.op_runtime[op]
+        added[b, op] = True
+        device_of[b, op] = device
+        start[b, op] = begin
+        finish[b, op] = end
+        order[b, step] = op
+        device_free[b, device] = end
+        last_on_device[b, device] = op
+        release_op(g, op, 0, 1, one_device, waiting[b], readers[b], newly)
