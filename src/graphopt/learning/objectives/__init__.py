@@ -1,1 +1,4 @@
-"""Training objectives, one per file: REINFORCE now; PPO and GFlowNet losses beside it."""
+"""Training objectives, one per file.
+
+REINFORCE, the GFlowNet losses (log-partition variance, trajectory balance); PPO beside them.
+"""

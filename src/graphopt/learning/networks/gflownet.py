@@ -1,0 +1,162 @@
+"""The GFlowNet scheduling policy (paper 004 section 3.3, appendix D) and its trajectory sampler.
+
+A Topoformer encodes the graph together with the partial schedule's per-op state features
+(`learning.envs.gflownet`); separate MLP heads give the forward policy's logits over (ready op,
+device) and the backward policy's logits over removable ops. The temperature enters as
+log sigma, embedded by a two-layer ReLU MLP (eq. 29), and modulates the first linear layer of
+every MLP, the encoder's and the heads' (FiLM, eq. 30). A third head pools the encoding of the
+empty schedule into log Z(G, sigma), which only the trajectory-balance ablation uses.
+
+`sample_trajectories` runs the policy on a batch of partial schedules until they are complete,
+summing log P_F of the actions taken and log P_B of undoing them: what the losses of
+`learning.objectives` need.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.graph import Graph
+from graphopt.learning.encoders.topoformer import FiLMLinear, Topoformer, relation_masks
+from graphopt.learning.envs.gflownet import PartialSchedules, feature_names
+from graphopt.learning.networks.gflownet_config import GFlowNetConfig
+
+
+class _Head(nn.Module):
+    """FiLM-conditioned linear -> ReLU -> linear, applied to every op."""
+
+    def __init__(self, hidden: int, condition: int, outputs: int) -> None:
+        super().__init__()
+        self.lin1 = FiLMLinear(hidden, hidden, condition)
+        self.lin2 = nn.Linear(hidden, outputs)
+
+    def forward(self, h: Tensor, condition: Tensor) -> Tensor:
+        return self.lin2(torch.relu(self.lin1(h, condition)))
+
+
+class GFlowNetPolicy(nn.Module):
+    """P_F(s' | s; sigma), P_B(s | s'; sigma) and log Z(G; sigma) over one Topoformer.
+
+    Args:
+        config: the network's shape.
+    """
+
+    def __init__(self, config: GFlowNetConfig) -> None:
+        super().__init__()
+        self.config = config
+        hidden, condition = config.hidden, config.condition
+        self.temperature = nn.Sequential(
+            nn.Linear(1, condition), nn.ReLU(), nn.Linear(condition, condition), nn.ReLU()
+        )
+        n_features = len(feature_names(config.n_devices))
+        self.encoder = Topoformer(n_features, hidden, config.layers, config.heads, condition)
+        self.forward_head = _Head(hidden, condition, config.n_devices)
+        self.backward_head = _Head(hidden, condition, 1)
+        self.log_z_head = _Head(hidden, condition, 1)
+
+    def forward(
+        self, features: Tensor, masks: Tensor, log_sigma: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Unmasked logits of both policies for B states of one graph.
+
+        Args:
+            features: [B, n, F] `PartialSchedules.features`.
+            masks: `relation_masks` of the graph.
+            log_sigma: [B] log temperature of each state's trajectory.
+
+        Returns:
+            (forward logits [B, n, d], backward logits [B, n], encoding [B, n, hidden]).
+        """
+        condition = self.temperature(log_sigma[:, None])
+        h = self.encoder(features, masks, condition)
+        forward = self.forward_head(h, condition)
+        backward = self.backward_head(h, condition).squeeze(-1)
+        return forward, backward, h
+
+    def log_partition(self, features: Tensor, masks: Tensor, log_sigma: Tensor) -> Tensor:
+        """[B] log Z of the graph at each temperature, from the empty schedules' features."""
+        condition = self.temperature(log_sigma[:, None])
+        h = self.encoder(features, masks, condition)
+        return self.log_z_head(h, condition).squeeze(-1).mean(dim=1)
+
+
+@dataclass
+class Trajectories:
+    """B complete trajectories of one graph: their schedules and the policies' log-probabilities.
+
+    Attributes:
+        schedules: the complete schedules (`PartialSchedules`, `steps` == n).
+        log_pf: [B] sum over steps of log P_F of the action taken (with gradient when sampled
+            with one).
+        log_pb: [B] sum over steps of log P_B of undoing it.
+        log_sigma: [B] log temperature each trajectory was sampled at.
+    """
+
+    schedules: PartialSchedules
+    log_pf: Tensor
+    log_pb: Tensor
+    log_sigma: Tensor
+
+
+def sample_trajectories(
+    policy: GFlowNetPolicy,
+    graph: Graph,
+    machine: Machine,
+    batch: int,
+    sigma: float | Tensor,
+    generator: torch.Generator,
+    masks: Tensor | None = None,
+) -> Trajectories:
+    """Samples `batch` schedules of `graph` from P_F at temperature `sigma`, op by op.
+
+    Each state is encoded once: its forward logits choose the next action and its backward
+    logits give log P_B of undoing the action that led to it. Runs under the caller's grad mode
+    (`torch.no_grad()` for inference).
+
+    Args:
+        policy: the policy; its `n_devices` must be the machine's.
+        graph: the graph.
+        machine: the proxy's machine.
+        batch: number of trajectories B.
+        sigma: the temperature (> 0), one for all or [B].
+        generator: the only source of randomness, so equal seeds give equal schedules.
+        masks: `relation_masks(graph)`, when the caller keeps them across calls.
+    """
+    d = machine.n_devices
+    if policy.config.n_devices != d:
+        raise ValueError(
+            f"the policy places on {policy.config.n_devices} devices, the machine has {d}"
+        )
+    schedules = PartialSchedules(graph, machine, batch)
+    masks = relation_masks(graph) if masks is None else masks
+    sigmas = torch.as_tensor(sigma, dtype=torch.float32).expand(batch)
+    if not bool((sigmas > 0).all()):
+        raise ValueError(f"temperature sigma must be > 0, got {float(sigmas.min())}")
+    log_sigma = torch.log(sigmas)
+    rows = torch.arange(batch)
+    log_pf = torch.zeros(batch)
+    log_pb = torch.zeros(batch)
+    n = graph.n_ops
+    last = None
+    for step in range(n + 1):
+        features = torch.from_numpy(schedules.features())
+        forward, backward, _ = policy(features, masks, log_sigma)
+        if last is not None:
+            removable = torch.from_numpy(schedules.backward_mask())
+            undo = backward.masked_fill(~removable, -math.inf).log_softmax(dim=1)
+            log_pb = log_pb + undo[rows, last]
+        if step == n:
+            break
+        ready = torch.from_numpy(schedules.forward_mask())
+        logits = forward.masked_fill(~ready[:, :, None], -math.inf).reshape(batch, n * d)
+        log_p = logits.log_softmax(dim=1)
+        action = torch.multinomial(log_p.detach().exp(), 1, generator=generator).squeeze(1)
+        log_pf = log_pf + log_p[rows, action]
+        last = action // d
+        schedules.step(last.numpy(), (action % d).numpy())
+    return Trajectories(schedules, log_pf, log_pb, log_sigma)

@@ -1,0 +1,49 @@
+"""The shape of a GFlowNet scheduling policy, without torch (checkpoints read it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from graphopt.configs import FieldError
+from graphopt.limits import MAX_DEVICES
+
+SIGMA_MIN = 0.01
+"""Smallest training temperature (paper 004 E.1: log-uniform on [0.01, 1])."""
+SIGMA_MAX = 1.0
+"""Largest training temperature."""
+SIGMA_INFERENCE = 0.005
+"""Temperature the shipped sampler uses (paper 004 E.1)."""
+
+
+@dataclass(frozen=True)
+class GFlowNetConfig:
+    """The temperature-conditioned Topoformer policy's shape (paper 004 section 3.3, appendix D).
+
+    Attributes:
+        n_devices: devices the forward head places ops on (the action is (op, device)).
+        hidden: width of the encoder and heads (a multiple of `heads`).
+        layers: Topoformer layers L.
+        heads: attention heads per layer, spread over the topological relations.
+        condition: width of the temperature embedding e_sigma (eq. 29).
+    """
+
+    n_devices: int = 4
+    hidden: int = 64
+    layers: int = 2
+    heads: int = 4
+    condition: int = 32
+
+    def __post_init__(self) -> None:
+        for name, low, high in (
+            ("n_devices", 1, MAX_DEVICES),
+            ("hidden", 1, 4096),
+            ("layers", 1, 64),
+            ("heads", 1, 64),
+            ("condition", 1, 4096),
+        ):
+            if not low <= getattr(self, name) <= high:
+                raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise FieldError(
+                "hidden", f"must be a multiple of heads ({self.heads}), got {self.hidden}"
+            )
