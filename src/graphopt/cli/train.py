@@ -75,3 +75,50 @@ def train_regal(
         f"{state.best_validation:.4f} ({100 * (1 + state.best_validation):+.2f}% vs uniform "
         f"BRKGA) at step {state.best_step}; policy: {output / 'best.pt'}"
     )
+
+
+@app.command("gflownet")
+@user_errors
+def train_gflownet(
+    config: Annotated[Path, typer.Argument(help="GFlowNet training config JSON.")],
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", help="Run directory (checkpoints, log.csv, tensorboard/)."),
+    ],
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in OUTPUT from last.pt.")
+    ] = False,
+    steps: Annotated[
+        int | None, typer.Option(help="Gradient steps (default: the config's).")
+    ] = None,
+) -> None:
+    """Train a GFlowNet scheduler (paper 004); best.pt is the trained policy."""
+    import dataclasses
+
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
+    from graphopt.learning.train_gflownet import TrainConfig, train
+
+    settings = TrainConfig.load(config)
+    if steps is not None:
+        settings = dataclasses.replace(settings, run=dataclasses.replace(settings.run, steps=steps))
+    columns = [
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+    ]
+    with progress_bar(*columns, TimeElapsedColumn()) as bar:
+        task = bar.add_task(f"train {settings.name}", total=settings.run.steps, info="preparing")
+        validation = [""]
+
+        def progress(row: dict[str, float]) -> None:
+            if "validation_speedup" in row:
+                validation[0] = f", validation speedup {row['validation_speedup']:.3f}"
+            sampled = f"speedup {row['speedup']:.3f}" if "speedup" in row else "validated"
+            bar.update(task, completed=row["step"], info=f"{sampled}{validation[0]}")
+
+        state = train(settings, output, resume=resume, progress=progress)
+    typer.echo(
+        f"trained {state.step} steps in {state.seconds:.0f} s; best validation speedup "
+        f"{state.best_validation:.3f} at step {state.best_step}; policy: {output / 'best.pt'}"
+    )

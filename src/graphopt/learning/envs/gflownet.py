@@ -264,3 +264,48 @@ def _step(
         device_free[b, device] = end
         last_on_device[b, device] = op
         release_op(g, op, 0, 1, one_device, waiting[b], readers[b], newly)
+
+
+def connected_subgraph(graph: Graph, size: int, rng: np.random.Generator) -> Graph:
+    """A random connected induced sub-graph of about `size` ops (paper 004 section 3.3).
+
+    Grows from a random op over edges in either direction, taking a uniformly drawn frontier op
+    each time, until `size` ops or the op's whole weakly connected component; tensors keep
+    their consumers inside and tensors produced outside are left out (their readers lose that
+    input). Training on these is data augmentation for graphs larger than the training size.
+    """
+    n = graph.n_ops
+    if size >= n:
+        return graph
+    src, dst = graph.edge_index
+    neighbours: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+        neighbours[a].append(b)
+        neighbours[b].append(a)
+    chosen = {int(rng.integers(n))}
+    frontier = sorted(set(neighbours[next(iter(chosen))]) - chosen)
+    while len(chosen) < size and frontier:
+        op = frontier.pop(int(rng.integers(len(frontier))))
+        chosen.add(op)
+        frontier = sorted((set(frontier) | set(neighbours[op])) - chosen)
+    keep = np.array(sorted(chosen), dtype=np.int64)
+    new_index = np.full(n, -1, dtype=np.int64)
+    new_index[keep] = np.arange(keep.size)
+    tensors = np.flatnonzero(new_index[graph.tensor_producer] >= 0)
+    ptr, consumers = [0], []
+    for t in tensors.tolist():
+        readers = graph.consumer_op[graph.consumer_ptr[t] : graph.consumer_ptr[t + 1]]
+        consumers.extend(int(new_index[c]) for c in readers if new_index[c] >= 0)
+        ptr.append(len(consumers))
+    return Graph.from_arrays(
+        f"{graph.name}[{keep.size} of {n} ops]",
+        [graph.op_names[j] for j in keep.tolist()],
+        graph.op_runtime[keep],
+        [graph.tensor_names[t] for t in tensors.tolist()],
+        graph.tensor_size[tensors],
+        new_index[graph.tensor_producer[tensors]],
+        ptr,
+        consumers,
+        op_temp_memory=graph.op_temp_memory[keep],
+        tensor_persistent=graph.tensor_persistent[tensors],
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphopt.configs import FieldError
+from graphopt.learning.formats import CheckpointFormat
 from graphopt.limits import MAX_DEVICES
 
 SIGMA_MIN = 0.01
@@ -47,3 +48,22 @@ class GFlowNetConfig:
             raise FieldError(
                 "hidden", f"must be a multiple of heads ({self.heads}), got {self.hidden}"
             )
+
+
+GFLOWNET_FORMAT = CheckpointFormat(
+    "graphopt.gflownet-policy/1",
+    "GFlowNet policy",
+    (
+        "format",
+        "policy_config",
+        "proxy",
+        "model_state",
+        "train_config",
+        "step",
+        "best_validation",
+        "best_step",
+    ),
+    ("optimizer_state", "seconds", "history"),
+)
+"""GFlowNet checkpoints: the policy with its proxy machine and training config, and a training
+run's state with them (last.pt)."""

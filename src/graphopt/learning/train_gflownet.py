@@ -1,0 +1,398 @@
+"""Training the GFlowNet scheduler, top to bottom (paper 004 section 3, appendix C).
+
+Each step picks one training graph (a random connected sub-graph of `sampling.subgraph_ops`
+ops when it is larger, section 3.3) and one temperature sigma, log-uniform on
+[sigma_min, sigma_max], samples `sampling.trajectories` schedules from the forward policy at
+that temperature, scores them with the proxy (contract section 5 on `proxy`'s machine) and
+minimizes the log-partition variance loss (eq. 7-8) or, as the ablation, trajectory balance
+with the policy's log Z head, with Adam and gradient clipping. Every `run.validate_every` steps
+the policy samples `sampling.validation_samples` schedules of each validation graph at
+`sampling.validation_sigma`; their mean speedup is the validation reward, and the best policy is
+kept in best.pt.
+
+Everything random in step s is seeded by (run.seed, s), so a run resumed from last.pt
+continues exactly as the uninterrupted run would; a resumed run's config must equal the
+checkpoint's (only run.steps and run.workers may change). log.csv and TensorBoard as in
+REGAL's training (`learning.runs`). Non-finite losses or gradients stop training with the last
+good checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from graphopt.configs import FieldError, read_config
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.datasets import Dataset
+from graphopt.ir.graph import Graph
+from graphopt.ir.io import read_json
+from graphopt.learning.encoders.topoformer import relation_masks
+from graphopt.learning.envs.gflownet import PartialSchedules, connected_subgraph, log_reward
+from graphopt.learning.formats import CheckpointError, integer, json_field, number
+from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.networks.gflownet_config import (
+    GFLOWNET_FORMAT,
+    SIGMA_INFERENCE,
+    SIGMA_MAX,
+    SIGMA_MIN,
+    GFlowNetConfig,
+)
+from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
+from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
+from graphopt.learning.optim import AdamConfig
+from graphopt.learning.runs import (
+    RunConfig,
+    RunLog,
+    RunState,
+    TrainingError,
+    check_finite,
+    resolve_dataset,
+    run_steps,
+    select_graphs,
+)
+from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
+
+Loss = Literal["variance", "balance"]
+"""The log-partition variance loss (paper 004) or trajectory balance with a learned log Z."""
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """The machine the proxy scores schedules on (contract sections 2 and 5).
+
+    Attributes:
+        latency: seconds added to every transfer (paper 004: 0, free transfers).
+        bandwidth: bytes per second of a transfer (None: unlimited, as in paper 004; JSON has
+            no infinity).
+        mode: 'sync' (a receive occupies its device) or 'async'.
+    """
+
+    latency: float = 0.0
+    bandwidth: float | None = None
+    mode: Literal["sync", "async"] = "sync"
+
+    def __post_init__(self) -> None:
+        if not self.latency >= 0:
+            raise FieldError("latency", f"must be >= 0, got {self.latency}")
+        if self.bandwidth is not None and not self.bandwidth > 0:
+            raise FieldError("bandwidth", f"must be > 0 (or null: unlimited), got {self.bandwidth}")
+
+    def machine(self, n_devices: int) -> Machine:
+        """The proxy's machine for a policy of `n_devices`."""
+        bandwidth = math.inf if self.bandwidth is None else self.bandwidth
+        return Machine(n_devices, latency=self.latency, bandwidth=bandwidth, mode=self.mode)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """What a step samples and what a validation samples (paper 004 appendix C, E.1).
+
+    Attributes:
+        trajectories: schedules per step, all of one graph and one temperature (paper: 100).
+        sigma_min: smallest training temperature (log-uniform sampling).
+        sigma_max: largest training temperature.
+        subgraph_ops: graphs with more ops are trained on random connected sub-graphs of
+            between half and one and a half times this many ops (paper 004: 25-75).
+        validation_samples: schedules sampled per validation graph.
+        validation_sigma: temperature of validation samples (paper: 0.005 at inference).
+    """
+
+    trajectories: int = 100
+    sigma_min: float = SIGMA_MIN
+    sigma_max: float = SIGMA_MAX
+    subgraph_ops: int = 50
+    validation_samples: int = 32
+    validation_sigma: float = SIGMA_INFERENCE
+
+    def __post_init__(self) -> None:
+        for name in ("trajectories", "subgraph_ops", "validation_samples"):
+            if getattr(self, name) < 2:
+                raise FieldError(name, f"must be >= 2, got {getattr(self, name)}")
+        if not 0 < self.sigma_min <= self.sigma_max:
+            raise FieldError(
+                "sigma_min", f"must be in (0, sigma_max], got {self.sigma_min}, {self.sigma_max}"
+            )
+        if not self.validation_sigma > 0:
+            raise FieldError("validation_sigma", f"must be > 0, got {self.validation_sigma}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a GFlowNet training run (saved with every checkpoint).
+
+    Attributes:
+        name: the run's name.
+        dataset: a built dataset directory, a dataset config JSON, or a shipped config name.
+        loss: 'variance' (paper 004's) or 'balance' (trajectory balance, the ablation).
+        policy: the network, and the device count it places on.
+        proxy: the machine schedules are scored on.
+        sampling: trajectories per step, temperatures, sub-graphs, validation samples.
+        optimizer: Adam and gradient clipping (paper: Adam's defaults).
+        run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
+    """
+
+    name: str = "gflownet"
+    dataset: str = "default"
+    loss: Loss = "variance"
+    policy: GFlowNetConfig = field(default_factory=GFlowNetConfig)
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
+    run: RunConfig = field(default_factory=RunConfig)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TrainConfig:
+        """A config from a JSON object; unknown fields and wrong types are refused, named."""
+        return read_config(cls, data, "GFlowNet training config", TrainingError)
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainConfig:
+        """A config from a JSON file."""
+        path = Path(path)
+        if not path.is_file():
+            raise TrainingError(f"no training config file {path}")
+        try:
+            return cls.from_dict(read_json(path, TrainingError))
+        except TrainingError as error:
+            raise TrainingError(f"{path}: {error}") from None
+
+
+LOG_COLUMNS = (
+    "step",
+    "seconds",
+    "loss",
+    "speedup",
+    "log_reward",
+    "log_z",
+    "sigma",
+    "ops",
+    "grad_norm",
+    "validation_reward",
+    "validation_speedup",
+)
+"""What log.csv records: per step the loss, the mean sampled speedup, mean log-reward and mean
+zeta (the implied log Z), the temperature and the graph size; per validation the mean speedup."""
+
+
+def train(
+    config: TrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    progress: Callable[[dict[str, float]], None] | None = None,
+) -> RunState:
+    """Trains a GFlowNet policy as `config` says, writing checkpoints and logs into `run_dir`.
+
+    Files: config.json, log.csv, tensorboard/, last.pt (resumable), best.pt (the policy).
+
+    Raises:
+        TrainingError: an existing run without `resume`, a resumed run with another config,
+            or non-finite values (the last good checkpoint is kept).
+    """
+    run_dir = Path(run_dir)
+    last = run_dir / "last.pt"
+    if last.exists() and not resume:
+        raise TrainingError(f"{run_dir} already holds a run; resume it or choose another directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.run.seed)
+    network = GFlowNetPolicy(config.policy)
+    optimizer = config.optimizer.optimizer(network.parameters())
+    state = RunState()
+    if resume and last.exists():
+        state = _restore(last, config, network, optimizer)
+    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    dataset = resolve_dataset(config.dataset, run_dir)
+    train_ids, valid_ids = select_graphs(
+        dataset, config.run.max_train_ops, config.run.validation_graphs
+    )
+    machine = config.proxy.machine(config.policy.n_devices)
+    graphs = _Graphs(dataset, machine)
+    log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
+    try:
+        return run_steps(
+            state,
+            config.run.cadence,
+            lambda step: _step(config, network, optimizer, graphs, train_ids, step),
+            lambda step: _validate(config, network, graphs, valid_ids, step),
+            lambda state: _save(run_dir / "best.pt", network, None, config, state),
+            lambda state: _save(last, network, optimizer, config, state),
+            log,
+            progress,
+        )
+    finally:
+        log.close()
+
+
+class _Graphs:
+    """The dataset's graphs with their scorers and attention masks, loaded once each."""
+
+    def __init__(self, dataset: Path, machine: Machine) -> None:
+        self.machine = machine
+        self.splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
+        self.cache: dict[tuple[str, int], tuple[Graph, Scorer, torch.Tensor]] = {}
+
+    def get(self, split: str, index: int) -> tuple[Graph, Scorer, torch.Tensor]:
+        key = (split, index)
+        if key not in self.cache:
+            graph = self.splits[split][index]
+            self.cache[key] = (graph, Scorer(graph, self.machine), relation_masks(graph))
+        return self.cache[key]
+
+
+def _step(
+    config: TrainConfig,
+    network: GFlowNetPolicy,
+    optimizer: torch.optim.Optimizer,
+    graphs: _Graphs,
+    train_ids: np.ndarray,
+    step: int,
+) -> dict[str, float]:
+    """One update on one graph at one temperature; everything random is seeded by (seed, step)."""
+    rng = np.random.default_rng([config.run.seed, step])
+    sampling = config.sampling
+    graph, scorer, masks = graphs.get("train", int(rng.choice(train_ids)))
+    if graph.n_ops > sampling.subgraph_ops:
+        low, high = sampling.subgraph_ops // 2, sampling.subgraph_ops * 3 // 2
+        graph = connected_subgraph(graph, int(rng.integers(low, high + 1)), rng)
+        scorer, masks = Scorer(graph, graphs.machine), relation_masks(graph)
+    sigma = float(np.exp(rng.uniform(np.log(sampling.sigma_min), np.log(sampling.sigma_max))))
+    generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    network.train()
+    sampled = sample_trajectories(
+        network, graph, graphs.machine, sampling.trajectories, sigma, generator, masks
+    )
+    speedups = sampled.schedules.speedups(scorer)
+    log_r = torch.from_numpy(log_reward(speedups, config.policy.n_devices, sigma)).float()
+    zeta = log_r + sampled.log_pb - sampled.log_pf
+    if config.loss == "variance":
+        loss = log_partition_variance_loss(log_r, sampled.log_pf, sampled.log_pb)
+    else:
+        empty = torch.from_numpy(PartialSchedules(graph, graphs.machine, 1).features())
+        log_z = network.log_partition(empty, masks, sampled.log_sigma[:1])
+        loss = trajectory_balance_loss(log_z, log_r, sampled.log_pf, sampled.log_pb)
+    check_finite(step, loss=float(loss.detach()))
+    optimizer.zero_grad()
+    loss.backward()
+    clip = config.optimizer.grad_clip
+    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), clip))
+    check_finite(step, gradient_norm=norm)
+    optimizer.step()
+    return {
+        "step": step + 1,
+        "loss": float(loss.detach()),
+        "speedup": float(speedups.mean()),
+        "log_reward": float(log_r.mean()),
+        "log_z": float(zeta.detach().mean()),
+        "sigma": sigma,
+        "ops": float(graph.n_ops),
+        "grad_norm": norm,
+    }
+
+
+def _validate(
+    config: TrainConfig, network: GFlowNetPolicy, graphs: _Graphs, ids: np.ndarray, step: int
+) -> dict[str, float]:
+    """Mean speedup of schedules sampled at the validation temperature on validation graphs."""
+    network.eval()
+    means = []
+    with torch.no_grad():
+        for position, index in enumerate(ids.tolist()):
+            graph, scorer, masks = graphs.get("valid", index)
+            generator = torch.Generator().manual_seed(1000 + position)
+            sampled = sample_trajectories(
+                network,
+                graph,
+                graphs.machine,
+                config.sampling.validation_samples,
+                config.sampling.validation_sigma,
+                generator,
+                masks,
+            )
+            means.append(float(sampled.schedules.speedups(scorer).mean()))
+    mean = float(np.mean(means))
+    return {"step": step, "validation_reward": mean, "validation_speedup": mean}
+
+
+def _save(
+    path: Path,
+    network: GFlowNetPolicy,
+    optimizer: torch.optim.Optimizer | None,
+    config: TrainConfig,
+    state: RunState,
+) -> None:
+    """best.pt (policy only) or last.pt (policy, optimizer and run state)."""
+    record: dict[str, Any] = {
+        "format": GFLOWNET_FORMAT.tag,
+        "policy_config": json.dumps(asdict(config.policy)),
+        "proxy": json.dumps(asdict(config.proxy)),
+        "model_state": network.state_dict(),
+        "train_config": json.dumps(asdict(config)),
+        "step": state.step,
+        "best_validation": state.best_validation,
+        "best_step": state.best_step,
+    }
+    if optimizer is not None:
+        record.update(
+            optimizer_state=optimizer.state_dict(),
+            seconds=state.seconds,
+            history=json.dumps(state.history),
+        )
+    save_checkpoint(path, record)
+
+
+def _restore(
+    path: Path, config: TrainConfig, network: GFlowNetPolicy, optimizer: torch.optim.Optimizer
+) -> RunState:
+    """The run state of last.pt, with weights and Adam's state loaded, if its config is ours."""
+    record = read_checkpoint(path, GFLOWNET_FORMAT)
+    for key in ("optimizer_state", "seconds", "history"):
+        if key not in record:
+            raise CheckpointError(f"{path}: not a training run's checkpoint (no '{key}')")
+    stored = json_field(record["train_config"], f"{path}: train_config")
+    try:
+        stored_config = TrainConfig.from_dict(stored)
+    except TrainingError as error:
+        raise CheckpointError(f"{path}: train_config: {error}") from None
+    ours, theirs = _flatten(asdict(config)), _flatten(asdict(stored_config))
+    differs = sorted(
+        key for key in ours if key not in ("run.steps", "run.workers") and ours[key] != theirs[key]
+    )
+    if differs:
+        raise TrainingError(
+            f"{path} was trained with another config ({', '.join(differs)} differ); resume "
+            "with the same config (only run.steps and run.workers may change)"
+        )
+    load_weights(
+        network,
+        lambda: GFlowNetPolicy(config.policy),
+        record["model_state"],
+        f"{path}: model_state",
+    )
+    step = integer(record["step"], f"{path}: step", 0, 2**62)
+    best_step = integer(record["best_step"], f"{path}: best_step", 0, step)
+    best_validation = number(record["best_validation"], f"{path}: best_validation")
+    seconds = number(record["seconds"], f"{path}: seconds")
+    load_adam(optimizer, record["optimizer_state"], step, config.optimizer.grad_clip, path)
+    history = json_field(record["history"], f"{path}: history")
+    if not isinstance(history, list) or len(history) != step + 1:
+        raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
+    return RunState(step, best_validation, best_step, max(seconds, 0.0), history)
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict as {'section.field': value}."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat

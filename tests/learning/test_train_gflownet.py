@@ -1,0 +1,122 @@
+"""GFlowNet training runs: files, logs, exact resume, refusals, and the CLI command."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from graphopt.cli import app
+from graphopt.ir.generators import generate
+from graphopt.learning.envs.gflownet import connected_subgraph
+from graphopt.learning.formats import CheckpointError
+from graphopt.learning.runs import TrainingError
+from graphopt.learning.train_gflownet import TrainConfig, train
+
+SHIPPED = Path(__file__).parents[2] / "src" / "graphopt" / "policies"
+
+
+def tiny(dataset: Path, steps: int, **sections: dict) -> TrainConfig:
+    """A config that trains in seconds on the toy dataset (sub-graphs of 8-24 ops)."""
+    data = {
+        "dataset": str(dataset),
+        "policy": {"n_devices": 2, "hidden": 16, "layers": 1, "heads": 4, "condition": 8},
+        "sampling": {"trajectories": 8, "subgraph_ops": 16, "validation_samples": 4},
+        "run": {"steps": steps, "validate_every": 2, "checkpoint_every": 2, "validation_graphs": 2},
+    }
+    for name, values in sections.items():
+        data[name] = {**data.get(name, {}), **values}
+    return TrainConfig.from_dict(data)
+
+
+def rows(run: Path) -> list[dict[str, str]]:
+    with (run / "log.csv").open() as file:
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(file)]
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, weights_only=True)["model_state"]
+
+
+def test_a_run_logs_every_step_and_resumes_exactly(toy_dataset, tmp_path) -> None:
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    state = train(tiny(toy_dataset, 6), straight)
+    assert state.step == 6 and 0 <= state.best_step <= 6
+    for name in ("config.json", "log.csv", "last.pt", "best.pt"):
+        assert (straight / name).is_file()
+    log = rows(straight)
+    assert [int(r["step"]) for r in log] == list(range(7))
+    assert all(float(r["speedup"]) >= 1.0 for r in log[1:])
+    assert all(r["validation_speedup"] for r in log if int(r["step"]) % 2 == 0)
+    train(tiny(toy_dataset, 4), split)
+    train(tiny(toy_dataset, 6), split, resume=True)
+    assert rows(split) == log
+    for key, value in weights(straight / "last.pt").items():
+        assert torch.equal(value, weights(split / "last.pt")[key]), key
+
+
+def test_a_resumed_run_must_keep_its_config(toy_dataset, tmp_path) -> None:
+    run = tmp_path / "run"
+    train(tiny(toy_dataset, 2), run)
+    with pytest.raises(TrainingError, match="already holds a run"):
+        train(tiny(toy_dataset, 2), run)
+    changed = tiny(toy_dataset, 4, optimizer={"learning_rate": 0.01})
+    with pytest.raises(TrainingError, match=r"optimizer\.learning_rate differ"):
+        train(changed, run, resume=True)
+    shutil.copy(SHIPPED / "regal-makespan-d2.pt", run / "last.pt")
+    with pytest.raises(CheckpointError, match="graphopt.gflownet-policy/1"):
+        train(tiny(toy_dataset, 4), run, resume=True)
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        ("sampling", {"sigma_min": 2.0}, "sigma_min must be in"),
+        ("sampling", {"trajectories": 1}, "trajectories must be >= 2"),
+        ("proxy", {"bandwidth": 0}, "bandwidth must be > 0"),
+        ("proxy", {"mode": "fast"}, "proxy.mode must be one of"),
+        ("policy", {"hidden": 10, "heads": 4}, "hidden must be a multiple of heads"),
+        ("run", {"stepz": 3}, "unknown GFlowNet training config field"),
+    ],
+)
+def test_bad_configs_are_refused_naming_the_field(tmp_path, section, values, message) -> None:
+    with pytest.raises(TrainingError, match=message):
+        tiny(tmp_path, 2, **{section: values})
+
+
+def test_connected_subgraphs_are_connected_valid_graphs() -> None:
+    graph = generate("erdos_renyi", 60, seed=4)
+    for seed in range(5):
+        sub = connected_subgraph(graph, 20, np.random.default_rng(seed))
+        assert sub.n_ops == 20
+        assert set(sub.op_names) <= set(graph.op_names)
+        src, dst = sub.edge_index
+        reached, frontier = {0}, [0]
+        while frontier:
+            op = frontier.pop()
+            for a, b in zip(src.tolist(), dst.tolist(), strict=True):
+                for x, y in ((a, b), (b, a)):
+                    if x == op and y not in reached:
+                        reached.add(y)
+                        frontier.append(y)
+        assert len(reached) == 20
+    assert connected_subgraph(graph, 100, np.random.default_rng(0)) is graph
+
+
+def test_the_train_command(toy_dataset, tmp_path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(dataclasses.asdict(tiny(toy_dataset, 2))))
+    result = CliRunner().invoke(
+        app, ["train", "gflownet", str(config), "-o", str(tmp_path / "run"), "--steps", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "trained 2 steps" in result.stdout
+    bad = CliRunner().invoke(app, ["train", "gflownet", str(tmp_path / "none.json"), "-o", "x"])
+    assert bad.exit_code == 2 and "no training config file" in bad.output
