@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from graphopt.errors import SolutionError
+from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.ready import (
     initial_waiting,
@@ -181,3 +185,20 @@ def test_order_window_is_between_dependencies_and_dependents(seed: int) -> None:
         window = order_window(a, j, device, d, placement, position, order.shape[0])
         assert window == (max(before), min(after))
         assert window[0] < position[j] < window[1]
+
+
+def test_the_initial_state_can_be_built_from_python_after_a_kernel_used_it() -> None:
+    """numba cannot box an array returned by a cached kernel first loaded as a callee; the
+    environments build their state from Python after the event builder ran (fresh process)."""
+    script = (
+        "import numpy as np\n"
+        "from graphopt.ir.generators import generate\n"
+        "from graphopt.ir.ready import initial_waiting\n"
+        "from graphopt.solvers.events import events_from_op_order\n"
+        "g = generate('layered', 10, seed=0)\n"
+        "events_from_op_order(g, np.zeros(10, np.int32), g.topological_order, 2, 'eager')\n"
+        "print(initial_waiting(g.arrays).sum())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(generate("layered", 10, seed=0).op_input_ptr[-1])

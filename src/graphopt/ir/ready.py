@@ -35,9 +35,14 @@ import numpy as np
 from graphopt.ir.arrays import GraphArrays, _u
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def initial_waiting(g: GraphArrays) -> np.ndarray:
-    """[n_ops] int32: each op's number of inputs, which the release steps count down."""
+    """[n_ops] int32: each op's number of inputs, which the release steps count down.
+
+    Inlined into the kernels that call it: a cached kernel returning an array, loaded first as
+    another kernel's callee, cannot then be called from Python (numba fails to box the array:
+    "NRT_adapt_ndarray_to_python: descr is NULL"), and the environments call it from both.
+    """
     n_ops = g.op_input_ptr.shape[0] - 1
     waiting = np.empty(n_ops, dtype=np.int32)
     for j in range(n_ops):
@@ -45,7 +50,7 @@ def initial_waiting(g: GraphArrays) -> np.ndarray:
     return waiting
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def release_capacity(g: GraphArrays) -> int:
     """Size of a ``newly`` buffer: what one step makes ready, plus the slot it writes past."""
     return g.consumer_op.shape[0] + 1
