@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from graphopt.cli.common import user_errors
 from graphopt.progress import progress_bar
 
+if TYPE_CHECKING:
+    from graphopt.learning.runs import Row, RunState
+
+Config = TypeVar("Config")
+
 app = typer.Typer(
     help="Train learned optimizers (checkpoints resume exactly).", no_args_is_help=True
 )
+
+Output = Annotated[
+    Path, typer.Option("--output", "-o", help="Run directory (checkpoints, log.csv, tensorboard/).")
+]
+Resume = Annotated[bool, typer.Option("--resume", help="Continue the run in OUTPUT from last.pt.")]
+Steps = Annotated[int | None, typer.Option(help="Gradient steps (default: the config's).")]
 
 
 @app.command("regal")
@@ -24,13 +37,8 @@ def train_regal(
             help="Training config JSON, or a shipped config name (regal-peak-memory, ...)."
         ),
     ],
-    output: Annotated[
-        Path,
-        typer.Option("--output", "-o", help="Run directory (checkpoints, log.csv, tensorboard/)."),
-    ],
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue the run in OUTPUT from last.pt.")
-    ] = False,
+    output: Output,
+    resume: Resume = False,
     ray: Annotated[
         str | None,
         typer.Option(help="Run rollouts on the Ray cluster at this address ('local': in-process)."),
@@ -39,37 +47,19 @@ def train_regal(
         int | None,
         typer.Option(help="Rollout workers (0: in this process) (default: the config's)."),
     ] = None,
-    steps: Annotated[
-        int | None, typer.Option(help="Gradient steps (default: the config's).")
-    ] = None,
+    steps: Steps = None,
 ) -> None:
     """Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy."""
-    import dataclasses
-
-    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
-
     from graphopt.learning.train_regal import TrainConfig, train
 
-    settings = TrainConfig.load(config)
-    overrides = {k: v for k, v in (("workers", workers), ("steps", steps)) if v is not None}
-    settings = dataclasses.replace(settings, run=dataclasses.replace(settings.run, **overrides))
-    columns = [
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[info]}"),
-    ]
-    with progress_bar(*columns, TimeElapsedColumn()) as bar:
-        task = bar.add_task(f"train {settings.name}", total=settings.run.steps, info="preparing")
-        validation = [""]
-
-        def progress(row: dict[str, float]) -> None:
-            if "validation_reward" in row:
-                validation[0] = f", validation {row['validation_improvement_pct']:+.2f}%"
-            reward = f"reward {row['reward']:.4f}" if "reward" in row else "validated"
-            info = f"{reward}{validation[0]}"
-            bar.update(task, completed=row["step"], info=info)
-
-        state = train(settings, output, resume=resume, ray_address=ray, progress=progress)
+    settings = _override_run(TrainConfig.load(config), workers=workers, steps=steps)
+    state = _with_progress(
+        f"train {settings.name}",
+        settings.run.steps,
+        lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
+        lambda row: f"validation {row['validation_improvement_pct']:+.2f}%",
+        lambda progress: train(settings, output, resume=resume, ray_address=ray, progress=progress),
+    )
     typer.echo(
         f"trained {state.step} steps in {state.seconds:.0f} s; best validation reward "
         f"{state.best_validation:.4f} ({100 * (1 + state.best_validation):+.2f}% vs uniform "
@@ -81,44 +71,55 @@ def train_regal(
 @user_errors
 def train_gflownet(
     config: Annotated[Path, typer.Argument(help="GFlowNet training config JSON.")],
-    output: Annotated[
-        Path,
-        typer.Option("--output", "-o", help="Run directory (checkpoints, log.csv, tensorboard/)."),
-    ],
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue the run in OUTPUT from last.pt.")
-    ] = False,
-    steps: Annotated[
-        int | None, typer.Option(help="Gradient steps (default: the config's).")
-    ] = None,
+    output: Output,
+    resume: Resume = False,
+    steps: Steps = None,
 ) -> None:
     """Train a GFlowNet scheduler (paper 004); best.pt is the trained policy."""
-    import dataclasses
-
-    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
-
     from graphopt.learning.train_gflownet import TrainConfig, train
 
-    settings = TrainConfig.load(config)
-    if steps is not None:
-        settings = dataclasses.replace(settings, run=dataclasses.replace(settings.run, steps=steps))
+    settings = _override_run(TrainConfig.load(config), steps=steps)
+    state = _with_progress(
+        f"train {settings.name}",
+        settings.run.steps,
+        lambda row: f"speedup {row['speedup']:.3f}" if "speedup" in row else "validated",
+        lambda row: f"validation speedup {row['validation_speedup']:.3f}",
+        lambda progress: train(settings, output, resume=resume, progress=progress),
+    )
+    typer.echo(
+        f"trained {state.step} steps in {state.seconds:.0f} s; best validation speedup "
+        f"{state.best_validation:.3f} at step {state.best_step}; policy: {output / 'best.pt'}"
+    )
+
+
+def _with_progress(
+    title: str,
+    steps: int,
+    step_info: Callable[[Row], str],
+    validation_info: Callable[[Row], str],
+    run: Callable[[Callable[[Row], None]], RunState],
+) -> RunState:
+    """Runs a training loop under a progress bar with each step's and the last validation's info."""
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[info]}"),
     ]
     with progress_bar(*columns, TimeElapsedColumn()) as bar:
-        task = bar.add_task(f"train {settings.name}", total=settings.run.steps, info="preparing")
+        task = bar.add_task(title, total=steps, info="preparing")
         validation = [""]
 
-        def progress(row: dict[str, float]) -> None:
-            if "validation_speedup" in row:
-                validation[0] = f", validation speedup {row['validation_speedup']:.3f}"
-            sampled = f"speedup {row['speedup']:.3f}" if "speedup" in row else "validated"
-            bar.update(task, completed=row["step"], info=f"{sampled}{validation[0]}")
+        def progress(row: Row) -> None:
+            if "validation_reward" in row:
+                validation[0] = f", {validation_info(row)}"
+            bar.update(task, completed=row["step"], info=f"{step_info(row)}{validation[0]}")
 
-        state = train(settings, output, resume=resume, progress=progress)
-    typer.echo(
-        f"trained {state.step} steps in {state.seconds:.0f} s; best validation speedup "
-        f"{state.best_validation:.3f} at step {state.best_step}; policy: {output / 'best.pt'}"
-    )
+        return run(progress)
+
+
+def _override_run(settings: Config, **values: int | None) -> Config:
+    """`settings` with the `run` fields given on the command line (None: the config's)."""
+    given = {name: value for name, value in values.items() if value is not None}
+    return dataclasses.replace(settings, run=dataclasses.replace(settings.run, **given))

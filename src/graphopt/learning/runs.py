@@ -13,13 +13,16 @@ says all this for any trainer.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from graphopt.configs import FieldError
@@ -54,6 +57,76 @@ def resolve_dataset(spec: str, run_dir: Path) -> Path:
         config = DatasetConfig.from_json(shipped)
     build_dataset(config, built, progress=True)
     return built
+
+
+def open_run(run_dir: str | Path, resume: bool) -> tuple[Path, Path]:
+    """The run directory (created) and its last.pt; a run there is only continued by `resume`.
+
+    Raises:
+        TrainingError: when `run_dir` holds a run and `resume` is off.
+    """
+    run_dir = Path(run_dir)
+    last = run_dir / "last.pt"
+    if last.exists() and not resume:
+        raise TrainingError(f"{run_dir} already holds a run; resume it or choose another directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir, last
+
+
+def write_config(run_dir: Path, config: Any) -> None:
+    """config.json: the run's config dataclass as JSON (after a resume has accepted it)."""
+    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+
+
+def training_graphs(
+    spec: str, run_dir: Path, run: RunConfig
+) -> tuple[Path, np.ndarray, np.ndarray]:
+    """(dataset, training ids, validation ids) of a run: `resolve_dataset`, then `select_graphs`."""
+    dataset = resolve_dataset(spec, run_dir)
+    train_ids, valid_ids = select_graphs(dataset, run.max_train_ops, run.validation_graphs)
+    return dataset, train_ids, valid_ids
+
+
+RESUMABLE = ("run.steps", "run.workers")
+"""The fields a resumed run may change (by their paths): they change nothing already done."""
+
+
+def check_resumable(path: Path, stored: Any, current: Any) -> None:
+    """Refuses to resume the run of checkpoint `path` (config `stored`) with another config.
+
+    Raises:
+        TrainingError: naming, by path, every field that differs besides `RESUMABLE`.
+    """
+    before, now = _leaves(asdict(stored)), _leaves(asdict(current))
+    differs = sorted(k for k in now if k not in RESUMABLE and before.get(k) != now[k])
+    if differs:
+        raise TrainingError(
+            f"{path} was trained with another config ({', '.join(differs)} differ); resume "
+            f"with the same config (only {' and '.join(RESUMABLE)} may change)"
+        )
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config dict's values by dotted path."""
+    leaves: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            leaves.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            leaves[prefix + key] = value
+    return leaves
+
+
+def run_record(optimizer: torch.optim.Optimizer, state: RunState) -> dict[str, Any]:
+    """What a resumable checkpoint (last.pt) adds to its policy: optimizer and run state."""
+    return {
+        "optimizer_state": optimizer.state_dict(),
+        "step": state.step,
+        "best_validation": state.best_validation,
+        "best_step": state.best_step,
+        "seconds": state.seconds,
+        "history": json.dumps(state.history),
+    }
 
 
 def select_graphs(

@@ -55,9 +55,12 @@ from graphopt.learning.runs import (
     RunState,
     TrainingError,
     check_finite,
-    resolve_dataset,
+    check_resumable,
+    open_run,
+    run_record,
     run_steps,
-    select_graphs,
+    training_graphs,
+    write_config,
 )
 from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
 
@@ -197,22 +200,15 @@ def train(
         TrainingError: an existing run without `resume`, a resumed run with another config,
             or non-finite values (the last good checkpoint is kept).
     """
-    run_dir = Path(run_dir)
-    last = run_dir / "last.pt"
-    if last.exists() and not resume:
-        raise TrainingError(f"{run_dir} already holds a run; resume it or choose another directory")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir, last = open_run(run_dir, resume)
     torch.manual_seed(config.run.seed)
     network = GFlowNetPolicy(config.policy)
     optimizer = config.optimizer.optimizer(network.parameters())
     state = RunState()
     if resume and last.exists():
         state = _restore(last, config, network, optimizer)
-    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
-    dataset = resolve_dataset(config.dataset, run_dir)
-    train_ids, valid_ids = select_graphs(
-        dataset, config.run.max_train_ops, config.run.validation_graphs
-    )
+    write_config(run_dir, config)
+    dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
     machine = config.proxy.machine(config.policy.n_devices)
     graphs = _Graphs(dataset, machine)
     log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
@@ -340,11 +336,7 @@ def _save(
         "best_step": state.best_step,
     }
     if optimizer is not None:
-        record.update(
-            optimizer_state=optimizer.state_dict(),
-            seconds=state.seconds,
-            history=json.dumps(state.history),
-        )
+        record.update(run_record(optimizer, state))
     save_checkpoint(path, record)
 
 
@@ -361,15 +353,7 @@ def _restore(
         stored_config = TrainConfig.from_dict(stored)
     except TrainingError as error:
         raise CheckpointError(f"{path}: train_config: {error}") from None
-    ours, theirs = _flatten(asdict(config)), _flatten(asdict(stored_config))
-    differs = sorted(
-        key for key in ours if key not in ("run.steps", "run.workers") and ours[key] != theirs[key]
-    )
-    if differs:
-        raise TrainingError(
-            f"{path} was trained with another config ({', '.join(differs)} differ); resume "
-            "with the same config (only run.steps and run.workers may change)"
-        )
+    check_resumable(path, stored_config, config)
     load_weights(
         network,
         lambda: GFlowNetPolicy(config.policy),
@@ -385,14 +369,3 @@ def _restore(
     if not isinstance(history, list) or len(history) != step + 1:
         raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
     return RunState(step, best_validation, best_step, max(seconds, 0.0), history)
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config dict as {'section.field': value}."""
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key] = value
-    return flat

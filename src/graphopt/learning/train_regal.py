@@ -61,9 +61,12 @@ from graphopt.learning.runs import (
     RunState,
     TrainingError,
     check_finite,
-    resolve_dataset,
+    check_resumable,
+    open_run,
+    run_record,
     run_steps,
-    select_graphs,
+    training_graphs,
+    write_config,
 )
 from graphopt.learning.saving import save_checkpoint
 from graphopt.learning.workers import Workers, make_workers
@@ -307,23 +310,16 @@ def train(
         TrainingError: bad config, an existing run without `resume` (or a resumed run with
             another config), or non-finite values (the last good checkpoint is kept).
     """
-    run_dir = Path(run_dir)
-    last = run_dir / "last.pt"
-    if last.exists() and not resume:
-        raise TrainingError(f"{run_dir} already holds a run; resume it or choose another directory")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir, last = open_run(run_dir, resume)
     torch.manual_seed(config.run.seed)
     network = RegalPolicy(config.policy)
     optimizer = config.optimizer.optimizer(network.parameters())
     state = RunState()
     if resume and last.exists():
         state = _restore(last, config, network, optimizer)
-    (run_dir / "config.json").write_text(json.dumps(asdict(config), indent=2) + "\n")
+    write_config(run_dir, config)
 
-    dataset = resolve_dataset(config.dataset, run_dir)
-    train_ids, valid_ids = select_graphs(
-        dataset, config.run.max_train_ops, config.run.validation_graphs
-    )
+    dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
     spec = EnvSpec(
         str(dataset),
         config.policy.n_devices,
@@ -530,15 +526,7 @@ def _save_run(
     record = policy_record(
         network, config.objective, config.search, config.feature_evaluations, config.inner
     )
-    record.update(
-        train_config=json.dumps(asdict(config)),
-        optimizer_state=optimizer.state_dict(),
-        step=state.step,
-        best_validation=state.best_validation,
-        best_step=state.best_step,
-        seconds=state.seconds,
-        history=json.dumps(state.history),
-    )
+    record.update(train_config=json.dumps(asdict(config)), **run_record(optimizer, state))
     save_checkpoint(path, record)
 
 
@@ -550,27 +538,6 @@ def _restore(
         stored = TrainConfig.from_dict(run.train_config)  # either layout
     except TrainingError as error:
         raise CheckpointError(f"{path}: train_config: {error}") from None
-    before, now = _leaves(asdict(stored)), _leaves(asdict(config))
-    differs = sorted(k for k in now if k not in RESUMABLE and before[k] != now[k])
-    if differs:
-        raise TrainingError(
-            f"{path} was trained with another config ({', '.join(differs)} differ); resume "
-            f"with the same config (only {' and '.join(RESUMABLE)} may change)"
-        )
+    check_resumable(path, stored, config)
     run.restore(network, optimizer, config.optimizer.grad_clip)
     return RunState(run.step, run.best_validation, run.best_step, run.seconds, run.history)
-
-
-RESUMABLE = ("run.steps", "run.workers")
-"""The fields a resumed run may change (by their paths): they change nothing already done."""
-
-
-def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """A nested config dict's values by dotted path."""
-    leaves: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            leaves.update(_leaves(value, f"{prefix}{key}."))
-        else:
-            leaves[prefix + key] = value
-    return leaves
