@@ -40,6 +40,13 @@ def score(
     reference: Annotated[
         bool, typer.Option(help="Use the plain reference scorer (slow oracle).")
     ] = False,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also score on a target model: noisy:S, bandwidth:B or latency:L (repeatable)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the noisy target's runtimes.")] = 0,
     as_json: JsonFlag = False,
 ) -> None:
     """Check a solution and compute its peak memory and makespan (COST_MODEL.md).
@@ -50,6 +57,7 @@ def score(
     """
     from graphopt.costmodels.machine import Machine
     from graphopt.costmodels.score import Scorer
+    from graphopt.costmodels.targets import TargetModel
     from graphopt.ir.io import read_graph, read_solution
 
     graph = read_graph(graph_path)
@@ -63,6 +71,14 @@ def score(
         result = reference_score(graph, solution, machine)
     else:
         result = Scorer(graph, machine).score(solution)
+    targets = []
+    for text in target or []:
+        model = TargetModel.parse(text)
+        target_graph, target_machine = model.apply(graph, machine, seed)
+        scored = Scorer(target_graph, target_machine).score(solution)
+        targets.append(
+            {"target": str(model), "makespan": scored.makespan, "speedup": scored.speedup}
+        )
     claimed = dict(solution.objective)
     # Claims describe the solution's own machine; with another machine they are not comparable.
     overridden = any(v is not None for v in (devices, capacity, latency, bandwidth, mode))
@@ -76,6 +92,8 @@ def score(
         "claimed": claimed,
         "claims_agree": None if overridden else not disagreements,
     }
+    if targets:
+        document["targets"] = targets
     if as_json:
         print_json(document)
     else:
@@ -92,6 +110,11 @@ def score(
             )
         table.add_row("makespan (s)", f"{result.makespan:.9g}")
         table.add_row("speedup", f"{result.speedup:.4f}")
+        for row in targets:
+            table.add_row(
+                f"on target {row['target']}",
+                f"makespan {row['makespan']:.9g} s, speedup {row['speedup']:.4f}",
+            )
         console.print(table)
         for line in disagreements:
             typer.echo(f"claim disagrees: {line}", err=True)
