@@ -218,8 +218,8 @@ def train(
             config.run.cadence,
             lambda step: _step(config, network, optimizer, graphs, train_ids, step),
             lambda step: _validate(config, network, graphs, valid_ids, step),
-            lambda state: _save(run_dir / "best.pt", network, None, config, state),
-            lambda state: _save(last, network, optimizer, config, state),
+            lambda state: save_run(run_dir / "best.pt", network, None, config, state),
+            lambda state: save_run(last, network, optimizer, config, state),
             log,
             progress,
         )
@@ -317,14 +317,14 @@ def _validate(
     return {"step": step, "validation_reward": mean, "validation_speedup": mean}
 
 
-def _save(
+def save_run(
     path: Path,
     network: GFlowNetPolicy,
     optimizer: torch.optim.Optimizer | None,
     config: TrainConfig,
     state: RunState,
 ) -> None:
-    """best.pt (policy only) or last.pt (policy, optimizer and run state)."""
+    """Writes best.pt (no optimizer: the policy) or last.pt (with the optimizer and run state)."""
     record: dict[str, Any] = {
         "format": GFLOWNET_FORMAT.tag,
         "policy_config": json.dumps(asdict(config.policy)),

@@ -1,0 +1,176 @@
+"""The GFlowNet scheduler as a solver: sample many schedules from a trained policy, keep the best.
+
+Paper 004's candidate sampler (section 5): the policy, conditioned on a low temperature, samples
+`samples` schedules of the graph (zero-shot: any graph, any size); each is scored by the
+problem's proxy and offered to the tracker, which keeps the best (and counts one evaluation per
+schedule, so an evaluation budget below `samples` stops the sampling early). `top_candidates`
+gives the K best distinct schedules, what the candidate pipeline re-evaluates on target models.
+
+Not yet in the solver registry: its dense topological attention costs O(n^2) memory and time
+per step, so graphs of thousands of ops (which every registered solver must take) need
+large-graph inference first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import torch
+
+from graphopt.configs import read_config
+from graphopt.ir.solution import Solution
+from graphopt.learning.encoders.topoformer import relation_masks
+from graphopt.learning.formats import CheckpointError
+from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.networks.gflownet_config import (
+    GFLOWNET_FORMAT,
+    SIGMA_INFERENCE,
+    GFlowNetConfig,
+)
+from graphopt.learning.saving import load_weights, read_checkpoint
+from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+
+CHUNK = 250
+"""Schedules sampled per policy batch (bounds the attention's memory: B x heads x n x n)."""
+
+
+@dataclass(frozen=True)
+class GFlowNetSamplerConfig:
+    """How the trained policy is used.
+
+    Attributes:
+        policy: path of a GFlowNet checkpoint (best.pt of `graphopt train gflownet`).
+        samples: schedules sampled (paper 004: 1,000).
+        sigma: the temperature they are sampled at (paper 004: 0.005).
+    """
+
+    policy: str | None = None
+    samples: int = 1000
+    sigma: float = SIGMA_INFERENCE
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise SolverError(f"samples must be >= 1, got {self.samples}")
+        if not self.sigma > 0:
+            raise SolverError(f"temperature sigma must be > 0, got {self.sigma}")
+
+
+@cache
+def load_gflownet_policy(path: str, n_devices: int) -> GFlowNetPolicy:
+    """The policy of a GFlowNet checkpoint, for `n_devices` devices (loaded once per process).
+
+    Raises:
+        CheckpointError: not a GFlowNet checkpoint, malformed, or for another device count.
+    """
+    record = read_checkpoint(path, GFLOWNET_FORMAT)
+    try:
+        data = json.loads(record["policy_config"])
+        config = read_config(GFlowNetConfig, data, "policy_config", CheckpointError)
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: policy_config: must be JSON text ({error})") from None
+    if config.n_devices != n_devices:
+        raise CheckpointError(
+            f"{path} is a policy for {config.n_devices} devices, the machine has {n_devices}"
+        )
+    policy = GFlowNetPolicy(config)
+    load_weights(
+        policy, lambda: GFlowNetPolicy(config), record["model_state"], f"{path}: model_state"
+    )
+    return policy.eval()
+
+
+class GFlowNet(Solver):
+    """Schedules sampled from a trained GFlowNet policy at a low temperature (paper 004).
+
+    Args:
+        config: the checkpoint, the number of samples and the temperature.
+    """
+
+    name = "gflownet"
+    objectives = frozenset({Objective.MAKESPAN})
+
+    def __init__(self, config: GFlowNetSamplerConfig | None = None) -> None:
+        self.config = config or GFlowNetSamplerConfig()
+
+    def policy(self, problem: Problem) -> GFlowNetPolicy:
+        """The trained policy for this problem's device count.
+
+        Raises:
+            SolverError: no checkpoint given (none is shipped yet), or one that does not fit.
+        """
+        if self.config.policy is None:
+            raise SolverError(
+                "no shipped GFlowNet policy yet; train one with `graphopt train gflownet CONFIG` "
+                "and pass it with --policy"
+            )
+        try:
+            return load_gflownet_policy(self.config.policy, problem.machine.n_devices)
+        except CheckpointError as error:
+            raise SolverError(str(error)) from None
+
+    def run(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """Offers each sampled schedule, scored by the problem's scorer, batch after batch."""
+        for batch in self.batches(problem, rng):
+            for placement, events in batch:
+                peaks, makespan, _ = problem.scorer.evaluate(placement, events)
+                tracker.offer(placement, events, peaks, makespan)
+
+    def batches(
+        self, problem: Problem, rng: np.random.Generator
+    ) -> Iterator[list[tuple[np.ndarray, np.ndarray]]]:
+        """The sampled schedules as (placement, events) pairs, `CHUNK` at a time."""
+        policy = self.policy(problem)
+        graph, machine = problem.graph, problem.machine
+        masks = relation_masks(graph)
+        left = self.config.samples
+        while left > 0:
+            batch = min(CHUNK, left)
+            generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+            with torch.no_grad():
+                sampled = sample_trajectories(
+                    policy, graph, machine, batch, self.config.sigma, generator, masks
+                )
+            placements, events = sampled.schedules.solutions()
+            yield list(zip(placements, events, strict=True))
+            left -= batch
+
+
+def top_candidates(
+    problem: Problem, schedules: Sequence[tuple[np.ndarray, np.ndarray]], k: int
+) -> list[Solution]:
+    """The `k` best distinct schedules by the problem's proxy (ties: first sampled first).
+
+    Raises:
+        SolverError: when k < 1 or fewer schedules than k were sampled.
+    """
+    if k < 1:
+        raise SolverError(f"top-K needs K >= 1, got {k}")
+    if len(schedules) < k:
+        raise SolverError(f"top-K needs at least K = {k} samples, got {len(schedules)}")
+    seen: set[bytes] = set()
+    scored = []
+    for index, (placement, events) in enumerate(schedules):
+        key = placement.tobytes() + events.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        _, makespan, _ = problem.scorer.evaluate(placement, events)
+        scored.append((makespan, index, placement, events))
+    scored.sort(key=lambda item: (item[0], item[1]))
+    d = problem.machine.n_devices
+    return [Solution(placement, events, d) for _, _, placement, events in scored[:k]]
+
+
+def gflownet(policy: str | None = None) -> GFlowNet:
+    """The GFlowNet sampler with the checkpoint at `policy`."""
+    return GFlowNet(GFlowNetSamplerConfig(policy=policy))

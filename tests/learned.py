@@ -1,0 +1,21 @@
+"""Checkpoints of learned solvers that ship no policy yet, for tests that run every solver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from graphopt.learning.networks.gflownet import GFlowNetPolicy
+from graphopt.learning.networks.gflownet_config import GFlowNetConfig
+from graphopt.learning.runs import RunState
+from graphopt.learning.train_gflownet import TrainConfig, save_run
+
+
+def save_untrained_gflownet(path: Path, n_devices: int) -> None:
+    """A small untrained GFlowNet policy for `n_devices` devices, saved as best.pt is."""
+    config = TrainConfig(
+        policy=GFlowNetConfig(n_devices=n_devices, hidden=16, layers=1, heads=4, condition=8)
+    )
+    torch.manual_seed(0)
+    save_run(path, GFlowNetPolicy(config.policy), None, config, RunState())
