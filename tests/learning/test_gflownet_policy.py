@@ -11,7 +11,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
 from graphopt.learning.encoders.topoformer import RELATIONS, relation_masks
-from graphopt.learning.envs.gflownet import feature_names, log_reward
+from graphopt.learning.envs.gflownet import PartialSchedules, feature_names, log_reward
 from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
 from graphopt.learning.networks.gflownet_config import GFlowNetConfig
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
@@ -160,3 +160,27 @@ def test_the_log_partition_variance_loss_raises_the_sampled_speedup() -> None:
 def test_trajectory_balance_trains_its_log_partition_head() -> None:
     before, after = train("balance", 40)
     assert after > before, (before, after)
+
+
+def test_asking_for_some_rows_gives_those_rows_of_the_full_encoding() -> None:
+    """Sampling computes only the ready and removable ops in the last layer; the others stay
+    keys and values, so those rows equal the full network's."""
+    g = generate("erdos_renyi", 15, seed=3)
+    machine = Machine(n_devices=2)
+    torch.manual_seed(0)
+    policy = GFlowNetPolicy(SMALL).eval()
+    schedules = PartialSchedules(g, machine, 3)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        ready = schedules.forward_mask()
+        schedules.step(np.array([rng.choice(np.flatnonzero(r)) for r in ready]), np.zeros(3))
+    masks = relation_masks(g)
+    features = torch.from_numpy(schedules.features())
+    log_sigma = torch.log(torch.tensor([0.1, 0.5, 1.0]))
+    rows = torch.tensor([[0, 4, 7], [1, 1, 2], [14, 3, 0]])
+    with torch.no_grad():
+        full_forward, full_backward, _ = policy(features, masks, log_sigma)
+        forward, backward, _ = policy(features, masks, log_sigma, rows)
+    picked = torch.arange(3)[:, None]
+    assert torch.allclose(forward, full_forward[picked, rows], atol=1e-5)
+    assert torch.allclose(backward, full_backward[picked, rows], atol=1e-5)

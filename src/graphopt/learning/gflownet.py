@@ -34,8 +34,9 @@ from graphopt.learning.networks.gflownet_config import (
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
 
-CHUNK = 250
-"""Schedules sampled per policy batch (bounds the attention's memory: B x heads x n x n)."""
+CHUNK = 125
+"""Schedules sampled per policy batch. It bounds the attention's memory (B x heads x n x n), and
+125 sampled 1,000 schedules of a 100-op graph faster than 250, 500 or 1,000 on 2 cores."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from graphopt.ir.graph import Graph
 
@@ -90,19 +91,32 @@ class TopoformerLayer(nn.Module):
         self.lin2 = nn.Linear(2 * hidden, hidden)
 
     def forward(
-        self, h: torch.Tensor, masks: torch.Tensor, condition: torch.Tensor
+        self,
+        h: torch.Tensor,
+        masks: torch.Tensor,
+        condition: torch.Tensor,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """h: [B, n, hidden]; masks: [heads, n, n] bool (True: may attend) -> [B, n, hidden]."""
+        """h: [B, n, hidden]; masks: [heads, n, n] bool (True: may attend).
+
+        Returns [B, n, hidden], or with `rows` ([B, r] op indices) the r rows asked for: every
+        op is still attended to, but only those rows are computed.
+        """
         batch, n, hidden = h.shape
         q, k, v = self.qkv(self.norm_attention(h)).chunk(3, dim=-1)
+        if rows is None:
+            attn_mask = masks[None]
+        else:
+            index = rows[..., None].expand(-1, -1, hidden)
+            q, h = q.gather(1, index), h.gather(1, index)
+            attn_mask = masks[:, rows].transpose(0, 1)  # [B, heads, r, n]
+        width = hidden // self.heads
 
         def split(x: torch.Tensor) -> torch.Tensor:
-            return x.view(batch, n, self.heads, hidden // self.heads).transpose(1, 2)
+            return x.view(batch, x.shape[1], self.heads, width).transpose(1, 2)
 
-        attended = nn.functional.scaled_dot_product_attention(
-            split(q), split(k), split(v), attn_mask=masks[None]
-        )
-        h = h + self.out(attended.transpose(1, 2).reshape(batch, n, hidden))
+        attended = F.scaled_dot_product_attention(split(q), split(k), split(v), attn_mask=attn_mask)
+        h = h + self.out(attended.transpose(1, 2).reshape(batch, h.shape[1], hidden))
         mlp = self.lin2(torch.relu(self.lin1(self.norm_mlp(h), condition)))
         return h + mlp
 
@@ -133,14 +147,19 @@ class Topoformer(nn.Module):
         return masks[index]
 
     def forward(
-        self, x: torch.Tensor, masks: torch.Tensor, condition: torch.Tensor
+        self,
+        x: torch.Tensor,
+        masks: torch.Tensor,
+        condition: torch.Tensor,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x: [B, n, inputs]; masks: `relation_masks`; condition: [B, condition].
 
-        Returns [B, n, hidden].
+        Returns [B, n, hidden], or the [B, r, hidden] of `rows` ([B, r] op indices): the last
+        layer then computes only the ops a policy needs, the others serving as keys and values.
         """
         per_head = self.head_masks(masks)
         h = self.embed(x)
-        for layer in self.layers:
-            h = layer(h, per_head, condition)
+        for depth, layer in enumerate(self.layers):
+            h = layer(h, per_head, condition, rows if depth == len(self.layers) - 1 else None)
         return self.norm(h)

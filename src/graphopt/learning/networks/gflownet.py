@@ -60,7 +60,7 @@ class GFlowNetPolicy(nn.Module):
         self.log_z_head = _Head(hidden, condition, 1)
 
     def forward(
-        self, features: Tensor, masks: Tensor, log_sigma: Tensor
+        self, features: Tensor, masks: Tensor, log_sigma: Tensor, rows: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Unmasked logits of both policies for B states of one graph.
 
@@ -68,12 +68,14 @@ class GFlowNetPolicy(nn.Module):
             features: [B, n, F] `PartialSchedules.features`.
             masks: `relation_masks` of the graph.
             log_sigma: [B] log temperature of each state's trajectory.
+            rows: [B, r] the ops whose logits are wanted (None: all n); the rest of the graph
+                is still encoded, as context.
 
         Returns:
-            (forward logits [B, n, d], backward logits [B, n], encoding [B, n, hidden]).
+            (forward logits [B, r, d], backward logits [B, r], encoding [B, r, hidden]).
         """
         condition = self.temperature(log_sigma[:, None])
-        h = self.encoder(features, masks, condition)
+        h = self.encoder(features, masks, condition, rows)
         forward = self.forward_head(h, condition)
         backward = self.backward_head(h, condition).squeeze(-1)
         return forward, backward, h
@@ -144,15 +146,16 @@ def sample_trajectories(
     n = graph.n_ops
     last = None
     for step in range(n + 1):
+        ready = torch.from_numpy(schedules.forward_mask())
+        removable = torch.from_numpy(schedules.backward_mask())
+        wanted, real = _candidate_rows(ready | removable)
         features = torch.from_numpy(schedules.features())
-        forward, backward, _ = policy(features, masks, log_sigma)
+        forward, backward = _spread(policy(features, masks, log_sigma, wanted), wanted, real, n)
         if last is not None:
-            removable = torch.from_numpy(schedules.backward_mask())
             undo = backward.masked_fill(~removable, -math.inf).log_softmax(dim=1)
             log_pb = log_pb + undo[rows, last]
         if step == n:
             break
-        ready = torch.from_numpy(schedules.forward_mask())
         logits = forward.masked_fill(~ready[:, :, None], -math.inf).reshape(batch, n * d)
         log_p = logits.log_softmax(dim=1)
         action = torch.multinomial(log_p.detach().exp(), 1, generator=generator).squeeze(1)
@@ -160,3 +163,29 @@ def sample_trajectories(
         last = action // d
         schedules.step(last.numpy(), (action % d).numpy())
     return Trajectories(schedules, log_pf, log_pb, log_sigma)
+
+
+def _candidate_rows(candidates: Tensor) -> tuple[Tensor, Tensor]:
+    """([B, r] the ops whose logits a step needs, ready or removable; [B, r] which are real).
+
+    Rows are padded with the row's first op (every state has a ready or a removable op), whose
+    copies `_spread` then drops, so that they add no gradient.
+    """
+    counts = candidates.sum(dim=1)
+    width = max(int(counts.max()), 1)
+    order = torch.argsort((~candidates).to(torch.int8), dim=1, stable=True)[:, :width]
+    real = torch.arange(width)[None, :] < counts[:, None]
+    return torch.where(real, order, order[:, :1]), real
+
+
+def _spread(
+    outputs: tuple[Tensor, Tensor, Tensor], rows: Tensor, real: Tensor, n: int
+) -> tuple[Tensor, Tensor]:
+    """The rows' logits at their ops' places, [B, n, d] and [B, n]; zero where the caller masks."""
+    forward, backward, _ = outputs
+    batch, _, d = forward.shape
+    target = torch.where(real, rows, n)  # padding goes to a column that is cut off
+    full_forward = forward.new_zeros(batch, n + 1, d)
+    full_forward = full_forward.scatter(1, target[..., None].expand(-1, -1, d), forward)
+    full_backward = backward.new_zeros(batch, n + 1).scatter(1, target, backward)
+    return full_forward[:, :n], full_backward[:, :n]
