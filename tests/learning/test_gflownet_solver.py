@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.targets import TargetModel
+from graphopt.evaluation.candidates import candidate_report, top_candidates
 from graphopt.ir.generators import generate
-from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig, gflownet, top_candidates
+from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig, gflownet
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
 from learned import save_untrained_gflownet
 
@@ -66,3 +68,20 @@ def test_top_candidates_are_the_best_distinct_schedules(checkpoint) -> None:
         top_candidates(p, schedules, 0)
     with pytest.raises(SolverError, match="at least K = 41 samples"):
         top_candidates(p, schedules, 41)
+
+
+def test_the_candidate_report_scores_the_top_k_on_each_target(checkpoint) -> None:
+    p = problem()
+    solver = GFlowNet(GFlowNetSamplerConfig(str(checkpoint), samples=30))
+    schedules = [s for batch in solver.batches(p, np.random.default_rng(1)) for s in batch]
+    targets = [TargetModel.parse(t) for t in ("noisy:0.1", "bandwidth:1e3", "latency:0.5")]
+    report = candidate_report(p, schedules, 8, targets, seed=2)
+    kept = top_candidates(p, schedules, 8)
+    speedups = [p.scorer.score(s).speedup for s in kept]
+    assert report.k == 8 and report.proxy == (max(speedups), pytest.approx(np.mean(speedups)))
+    assert list(report.targets) == ["noisy:0.1", "bandwidth:1000", "latency:0.5"]
+    for best, mean in report.targets.values():
+        assert best >= mean > 0
+    slow = report.targets["latency:0.5"][0]
+    assert slow <= report.proxy[0]  # latency only delays readers on other devices
+    assert report.diversity.ged >= 0 and report.diversity.d_sen >= report.diversity.d_inv

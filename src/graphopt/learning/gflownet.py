@@ -3,8 +3,8 @@
 Paper 004's candidate sampler (section 5): the policy, conditioned on a low temperature, samples
 `samples` schedules of the graph (zero-shot: any graph, any size); each is scored by the
 problem's proxy and offered to the tracker, which keeps the best (and counts one evaluation per
-schedule, so an evaluation budget below `samples` stops the sampling early). `top_candidates`
-gives the K best distinct schedules, what the candidate pipeline re-evaluates on target models.
+schedule, so an evaluation budget below `samples` stops the sampling early). `batches` gives the
+sampled schedules themselves, for the candidate pipeline (`graphopt.evaluation.candidates`).
 
 Not yet in the solver registry: its dense topological attention costs O(n^2) memory and time
 per step, so graphs of thousands of ops (which every registered solver must take) need
@@ -144,32 +144,6 @@ class GFlowNet(Solver):
             placements, events = sampled.schedules.solutions()
             yield list(zip(placements, events, strict=True))
             left -= batch
-
-
-def top_candidates(
-    problem: Problem, schedules: Sequence[tuple[np.ndarray, np.ndarray]], k: int
-) -> list[Solution]:
-    """The `k` best distinct schedules by the problem's proxy (ties: first sampled first).
-
-    Raises:
-        SolverError: when k < 1 or fewer schedules than k were sampled.
-    """
-    if k < 1:
-        raise SolverError(f"top-K needs K >= 1, got {k}")
-    if len(schedules) < k:
-        raise SolverError(f"top-K needs at least K = {k} samples, got {len(schedules)}")
-    seen: set[bytes] = set()
-    scored = []
-    for index, (placement, events) in enumerate(schedules):
-        key = placement.tobytes() + events.tobytes()
-        if key in seen:
-            continue
-        seen.add(key)
-        _, makespan, _ = problem.scorer.evaluate(placement, events)
-        scored.append((makespan, index, placement, events))
-    scored.sort(key=lambda item: (item[0], item[1]))
-    d = problem.machine.n_devices
-    return [Solution(placement, events, d) for _, _, placement, events in scored[:k]]
 
 
 def gflownet(policy: str | None = None) -> GFlowNet:
