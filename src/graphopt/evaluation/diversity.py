@@ -25,6 +25,7 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
+from graphopt.learning.envs.gflownet import PartialSchedules
 
 
 class Diversity(NamedTuple):
@@ -58,24 +59,14 @@ def proxy_start_times(
 ) -> np.ndarray:
     """[n_ops] start time of each op when each device runs its ops in `order` (eq. 2).
 
-    An input produced on another device arrives latency + size / bandwidth after its producer
-    finishes (the contract's async rule; free transfers make it the paper's proxy exactly).
+    The schedule is replayed op by op through the GFlowNet environment, whose steps hold the
+    proxy's timing rule (an input from another device arrives latency + size / bandwidth after
+    its producer finishes: the contract's async rule, the paper's proxy with free transfers).
     """
-    start = np.zeros(graph.n_ops)
-    finish = np.zeros(graph.n_ops)
-    free = np.zeros(machine.n_devices)
+    replay = PartialSchedules(graph, machine, 1)
     for op in order.tolist():
-        device = int(placement[op])
-        begin = free[device]
-        for t in graph.op_input_tensor[graph.op_input_ptr[op] : graph.op_input_ptr[op + 1]]:
-            producer = int(graph.tensor_producer[t])
-            arrival = finish[producer]
-            if int(placement[producer]) != device:
-                arrival += machine.latency + graph.tensor_size[t] / machine.bandwidth
-            begin = max(begin, arrival)
-        start[op], finish[op] = begin, begin + graph.op_runtime[op]
-        free[device] = finish[op]
-    return start
+        replay.step(np.array([op]), np.array([placement[op]]))
+    return replay.start[0].copy()
 
 
 def pairwise_diversity(
