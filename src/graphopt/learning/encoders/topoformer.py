@@ -70,9 +70,15 @@ class FiLMLinear(nn.Module):
             nn.init.zeros_(layer.bias)
 
     def forward(self, h: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
-        """h: [B, n, inputs]; condition: [B, condition] -> [B, n, outputs]."""
-        scale = 1.0 + self.scale(condition)[:, None, :]
-        return scale * self.linear(h) + self.shift(condition)[:, None, :]
+        """h: [B, n, inputs]; condition: [B, condition] -> [B, n, outputs].
+
+        The scale is folded into a per-state weight ([B, inputs, outputs], small next to h), so
+        one batched matmul replaces a linear layer and two passes over its output.
+        """
+        scale = 1.0 + self.scale(condition)
+        weight = self.linear.weight.t()[None] * scale[:, None, :]
+        bias = self.linear.bias * scale + self.shift(condition)
+        return torch.baddbmm(bias[:, None, :], h, weight)
 
 
 class TopoformerLayer(nn.Module):
