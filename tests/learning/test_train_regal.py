@@ -15,9 +15,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.envs.regal import RolloutEnv
 from graphopt.learning.records import REGAL_FORMAT
-from graphopt.learning.runs import TrainingError, spread
+from graphopt.learning.runs import CONFIGS, TrainingError, spread
 from graphopt.learning.saving import read_checkpoint, save_checkpoint
-from graphopt.learning.train_regal import CONFIGS, FLAT_FIELDS, TrainConfig, train
+from graphopt.learning.train_regal import FLAT_FIELDS, TrainConfig, train
 
 SHIPPED_POLICIES = resources.files("graphopt.policies")
 
@@ -309,7 +309,8 @@ them)."""
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_FLAT))
 def test_the_flat_layout_of_each_shipped_config_reads_the_same(name) -> None:
-    assert sorted(p.stem for p in CONFIGS.glob("*.json")) == sorted(SHIPPED_FLAT)
+    regal = [p.stem for p in CONFIGS.glob("*.json") if not p.stem.startswith("gflownet")]
+    assert sorted(regal) == sorted(SHIPPED_FLAT)
     nested = TrainConfig.load(name)
     assert TrainConfig.from_dict(SHIPPED_FLAT[name]) == nested
     assert TrainConfig.from_dict(json.loads(json.dumps(asdict(nested)))) == nested

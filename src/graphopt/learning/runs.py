@@ -218,6 +218,26 @@ class Cadence:
     checkpoint_every: int
 
 
+CONFIGS = Path(__file__).parent / "configs"
+"""Shipped training configs (`graphopt train regal NAME`, `graphopt train gflownet NAME`)."""
+
+
+def config_path(source: str | Path) -> Path:
+    """A training config file: `source` itself, or the shipped config of that name.
+
+    Raises:
+        TrainingError: neither exists (the shipped names are listed).
+    """
+    path = Path(source)
+    if path.is_file():
+        return path
+    shipped = CONFIGS / f"{source}.json"
+    if not shipped.is_file():
+        names = ", ".join(sorted(p.stem for p in CONFIGS.glob("*.json")))
+        raise TrainingError(f"no training config file {source} (shipped: {names})")
+    return shipped
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """How long a run trains, on which graphs, how often it validates and saves, and its seed.

@@ -56,6 +56,7 @@ from graphopt.learning.runs import (
     TrainingError,
     check_finite,
     check_resumable,
+    config_path,
     open_run,
     run_record,
     run_steps,
@@ -158,11 +159,9 @@ class TrainConfig:
         return read_config(cls, data, "GFlowNet training config", TrainingError)
 
     @classmethod
-    def load(cls, path: str | Path) -> TrainConfig:
-        """A config from a JSON file."""
-        path = Path(path)
-        if not path.is_file():
-            raise TrainingError(f"no training config file {path}")
+    def load(cls, source: str | Path) -> TrainConfig:
+        """A config from a JSON file, or the shipped config of that name."""
+        path = config_path(source)
         try:
             return cls.from_dict(read_json(path, TrainingError))
         except TrainingError as error:

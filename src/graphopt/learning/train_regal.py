@@ -62,6 +62,7 @@ from graphopt.learning.runs import (
     TrainingError,
     check_finite,
     check_resumable,
+    config_path,
     open_run,
     run_record,
     run_steps,
@@ -71,9 +72,6 @@ from graphopt.learning.runs import (
 from graphopt.learning.saving import save_checkpoint
 from graphopt.learning.workers import Workers, make_workers
 from graphopt.solvers.base import Objective
-
-CONFIGS = Path(__file__).parent / "configs"
-"""Shipped training configs (`graphopt train regal NAME` finds them by name)."""
 
 
 @dataclass(frozen=True)
@@ -179,13 +177,7 @@ class TrainConfig:
     @classmethod
     def load(cls, source: str | Path) -> TrainConfig:
         """A config from a JSON file, or the shipped config of that name."""
-        path = Path(source)
-        if not path.is_file():
-            shipped = CONFIGS / f"{source}.json"
-            if not shipped.is_file():
-                names = ", ".join(sorted(p.stem for p in CONFIGS.glob("*.json")))
-                raise TrainingError(f"no training config file {source} (shipped: {names})")
-            path = shipped
+        path = config_path(source)
         try:
             data = read_json(path, TrainingError)
         except TrainingError as error:
