@@ -9,7 +9,8 @@ empty schedule into log Z(G, sigma), which only the trajectory-balance ablation 
 
 `sample_trajectories` runs the policy on a batch of partial schedules until they are complete,
 summing log P_F of the actions taken and log P_B of undoing them: what the losses of
-`learning.objectives` need.
+`learning.objectives` need. It records the actions, so that `replay_trajectories` can score the
+same trajectories again under the policy as it is later (PPO's epochs over one batch).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -97,12 +99,16 @@ class Trajectories:
             with one).
         log_pb: [B] sum over steps of log P_B of undoing it.
         log_sigma: [B] log temperature each trajectory was sampled at.
+        actions: [B, n] int64 the action of each step, op * d + device.
+        step_log_pf: [B, n] log P_F of each step's action (no gradient).
     """
 
     schedules: PartialSchedules
     log_pf: Tensor
     log_pb: Tensor
     log_sigma: Tensor
+    actions: Tensor
+    step_log_pf: Tensor
 
 
 def sample_trajectories(
@@ -129,11 +135,7 @@ def sample_trajectories(
         generator: the only source of randomness, so equal seeds give equal schedules.
         masks: `relation_masks(graph)`, when the caller keeps them across calls.
     """
-    d = machine.n_devices
-    if policy.config.n_devices != d:
-        raise ValueError(
-            f"the policy places on {policy.config.n_devices} devices, the machine has {d}"
-        )
+    d = _devices(policy, machine)
     schedules = PartialSchedules(graph, machine, batch)
     masks = relation_masks(graph) if masks is None else masks
     sigmas = torch.as_tensor(sigma, dtype=torch.float32).expand(batch)
@@ -144,6 +146,8 @@ def sample_trajectories(
     log_pf = torch.zeros(batch)
     log_pb = torch.zeros(batch)
     n = graph.n_ops
+    actions = torch.empty(batch, n, dtype=torch.int64)
+    step_log_pf = torch.empty(batch, n)
     last = None
     for step in range(n + 1):
         ready = torch.from_numpy(schedules.forward_mask())
@@ -159,10 +163,93 @@ def sample_trajectories(
         logits = forward.masked_fill(~ready[:, :, None], -math.inf).reshape(batch, n * d)
         log_p = logits.log_softmax(dim=1)
         action = torch.multinomial(log_p.detach().exp(), 1, generator=generator).squeeze(1)
-        log_pf = log_pf + log_p[rows, action]
+        taken = log_p[rows, action]
+        log_pf = log_pf + taken
+        actions[:, step] = action
+        step_log_pf[:, step] = taken.detach()
         last = action // d
         schedules.step(last.numpy(), (action % d).numpy())
-    return Trajectories(schedules, log_pf, log_pb, log_sigma)
+    return Trajectories(schedules, log_pf, log_pb, log_sigma, actions, step_log_pf)
+
+
+@dataclass
+class Replay:
+    """Given trajectories scored under the current policy (`replay_trajectories`).
+
+    Attributes:
+        schedules: the complete schedules the actions build.
+        log_pf: [B, n] log P_F of each step's action (with gradient when replayed with one).
+        entropy: [B, n] entropy of P_F at each step's state.
+    """
+
+    schedules: PartialSchedules
+    log_pf: Tensor
+    entropy: Tensor
+
+
+def replay_trajectories(
+    policy: GFlowNetPolicy,
+    graph: Graph,
+    machine: Machine,
+    actions: Tensor,
+    sigma: float | Tensor,
+    masks: Tensor | None = None,
+) -> Replay:
+    """Per-step log P_F and entropy of P_F along recorded trajectories, under the policy now.
+
+    The actions are known, so the states are built first (a fresh `PartialSchedules` stepped
+    through them) and the policy then scores all B x n states in one batched call: as fast as
+    n calls of B states on one thread, and 5-6x faster with two threads on a loaded 2-core
+    machine, where every call pays for their synchronization (25 trajectories of a 50-op graph,
+    forward and backward: 1.2 s against 7.0 s). Memory grows with B x n states of n ops
+    (attention: B x heads x n^3 scores in all), so callers split large batches into
+    minibatches. The last layer computes only the ready ops' rows (sampling also computes the
+    removable ones', for P_B), so the replayed log-probabilities equal the sampled ones up to
+    float rounding.
+
+    Args:
+        policy: the policy.
+        graph: the graph.
+        machine: the proxy's machine.
+        actions: [B, n] `Trajectories.actions`, op * d + device.
+        sigma: the temperature (> 0) they were sampled at, one for all or [B].
+        masks: `relation_masks(graph)`, when the caller keeps them.
+
+    Raises:
+        ActionError: an action that is not valid in its state.
+        ValueError: a policy for another device count.
+    """
+    d, n = _devices(policy, machine), graph.n_ops
+    batch = actions.shape[0]
+    schedules = PartialSchedules(graph, machine, batch)
+    masks = relation_masks(graph) if masks is None else masks
+    log_sigma = torch.log(torch.as_tensor(sigma, dtype=torch.float32).expand(batch))
+    features, ready = [], []
+    for step in range(n):
+        features.append(schedules.features())
+        ready.append(schedules.forward_mask())
+        schedules.step((actions[:, step] // d).numpy(), (actions[:, step] % d).numpy())
+    # step-major: state (t, b) is row t * B + b
+    states = torch.from_numpy(np.concatenate(features))
+    can_add = torch.from_numpy(np.concatenate(ready))
+    wanted, real = _candidate_rows(can_add)
+    outputs = policy(states, masks, log_sigma.repeat(n), wanted)
+    forward, _ = _spread(outputs, wanted, real, n)
+    logits = forward.masked_fill(~can_add[:, :, None], -math.inf).reshape(n * batch, n * d)
+    log_p = logits.log_softmax(dim=1)
+    taken = log_p.gather(1, actions.t().reshape(-1, 1)).view(n, batch).t()
+    entropy = -(log_p.exp() * log_p.masked_fill(logits == -math.inf, 0.0)).sum(dim=1)
+    return Replay(schedules, taken, entropy.view(n, batch).t())
+
+
+def _devices(policy: GFlowNetPolicy, machine: Machine) -> int:
+    """The machine's device count, if the policy places on that many."""
+    d = machine.n_devices
+    if policy.config.n_devices != d:
+        raise ValueError(
+            f"the policy places on {policy.config.n_devices} devices, the machine has {d}"
+        )
+    return d
 
 
 def _candidate_rows(candidates: Tensor) -> tuple[Tensor, Tensor]:
