@@ -1,7 +1,8 @@
 """The GFlowNet scheduler as a solver: sample many schedules from a trained policy, keep the best.
 
 Paper 004's candidate sampler (section 5): the policy, conditioned on a low temperature, samples
-`samples` schedules of the graph (zero-shot: any graph, any size); each is scored by the
+`samples` schedules of the graph (zero-shot: any graph, any size); a policy trained by the PPO
+baseline samples at the one temperature it was trained at. Each schedule is scored by the
 problem's proxy and offered to the tracker, which keeps the best (and counts one evaluation per
 schedule, so an evaluation budget below `samples` stops the sampling early). `batches` gives the
 sampled schedules themselves, for the candidate pipeline (`graphopt.evaluation.candidates`).
@@ -24,14 +25,12 @@ import torch
 from graphopt.configs import read_config
 from graphopt.ir.solution import Solution
 from graphopt.learning.encoders.topoformer import relation_masks
-from graphopt.learning.formats import CheckpointError
+from graphopt.learning.formats import CheckpointError, json_field
 from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
-from graphopt.learning.networks.gflownet_config import (
-    GFLOWNET_FORMAT,
-    SIGMA_INFERENCE,
-    GFlowNetConfig,
-)
+from graphopt.learning.networks.gflownet_config import GFLOWNET_FORMAT, GFlowNetConfig
+from graphopt.learning.runs import TrainingError
 from graphopt.learning.saving import load_weights, read_checkpoint
+from graphopt.learning.train_gflownet import TrainConfig
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
 
 CHUNK = 125
@@ -46,28 +45,36 @@ class GFlowNetSamplerConfig:
     Attributes:
         policy: path of a GFlowNet checkpoint (best.pt of `graphopt train gflownet`).
         samples: schedules sampled (paper 004: 1,000).
-        sigma: the temperature they are sampled at (paper 004: 0.005).
+        sigma: the temperature they are sampled at; None: the checkpoint's
+            (`TrainConfig.inference_sigma`: its validation temperature, paper 004's 0.005 by
+            default, or a PPO policy's training temperature).
     """
 
     policy: str | None = None
     samples: int = 1000
-    sigma: float = SIGMA_INFERENCE
+    sigma: float | None = None
 
     def __post_init__(self) -> None:
         if self.samples < 1:
             raise SolverError(f"samples must be >= 1, got {self.samples}")
-        if not self.sigma > 0:
+        if self.sigma is not None and not self.sigma > 0:
             raise SolverError(f"temperature sigma must be > 0, got {self.sigma}")
 
 
 @cache
-def load_gflownet_policy(path: str, n_devices: int) -> GFlowNetPolicy:
-    """The policy of a GFlowNet checkpoint, for `n_devices` devices (loaded once per process).
+def load_gflownet_policy(path: str, n_devices: int) -> tuple[GFlowNetPolicy, float]:
+    """A GFlowNet checkpoint's policy for `n_devices` devices, and its default temperature.
+
+    Loaded once per process; the temperature is `TrainConfig.inference_sigma` of the run.
 
     Raises:
         CheckpointError: not a GFlowNet checkpoint, malformed, or for another device count.
     """
     record = read_checkpoint(path, GFLOWNET_FORMAT)
+    try:
+        trained = TrainConfig.from_dict(json_field(record["train_config"], f"{path}: train_config"))
+    except TrainingError as error:
+        raise CheckpointError(f"{path}: train_config: {error}") from None
     try:
         data = json.loads(record["policy_config"])
         config = read_config(GFlowNetConfig, data, "policy_config", CheckpointError)
@@ -81,7 +88,7 @@ def load_gflownet_policy(path: str, n_devices: int) -> GFlowNetPolicy:
     load_weights(
         policy, lambda: GFlowNetPolicy(config), record["model_state"], f"{path}: model_state"
     )
-    return policy.eval()
+    return policy.eval(), trained.inference_sigma
 
 
 class GFlowNet(Solver):
@@ -97,8 +104,8 @@ class GFlowNet(Solver):
     def __init__(self, config: GFlowNetSamplerConfig | None = None) -> None:
         self.config = config or GFlowNetSamplerConfig()
 
-    def policy(self, problem: Problem) -> GFlowNetPolicy:
-        """The trained policy for this problem's device count.
+    def policy(self, problem: Problem) -> tuple[GFlowNetPolicy, float]:
+        """The trained policy for this problem's device count, and the temperature to sample at.
 
         Raises:
             SolverError: no checkpoint given (none is shipped yet), or one that does not fit.
@@ -109,9 +116,10 @@ class GFlowNet(Solver):
                 "and pass it with --policy"
             )
         try:
-            return load_gflownet_policy(self.config.policy, problem.machine.n_devices)
+            policy, sigma = load_gflownet_policy(self.config.policy, problem.machine.n_devices)
         except CheckpointError as error:
             raise SolverError(str(error)) from None
+        return policy, sigma if self.config.sigma is None else self.config.sigma
 
     def run(
         self,
@@ -130,7 +138,7 @@ class GFlowNet(Solver):
         self, problem: Problem, rng: np.random.Generator
     ) -> Iterator[list[tuple[np.ndarray, np.ndarray]]]:
         """The sampled schedules as (placement, events) pairs, `CHUNK` at a time."""
-        policy = self.policy(problem)
+        policy, sigma = self.policy(problem)
         graph, machine = problem.graph, problem.machine
         masks = relation_masks(graph)
         left = self.config.samples
@@ -139,7 +147,7 @@ class GFlowNet(Solver):
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
             with torch.no_grad():
                 sampled = sample_trajectories(
-                    policy, graph, machine, batch, self.config.sigma, generator, masks
+                    policy, graph, machine, batch, sigma, generator, masks
                 )
             placements, events = sampled.schedules.solutions()
             yield list(zip(placements, events, strict=True))

@@ -10,6 +10,16 @@ the policy samples `sampling.validation_samples` schedules of each validation gr
 `sampling.validation_sigma`; their mean speedup is the validation reward, and the best policy is
 kept in best.pt.
 
+The PPO baseline of paper 004 (section 5, `"loss": "ppo"`) trains the same policy on the same
+states, actions and reward at one fixed temperature, `ppo.sigma` (paper: 0.25): a step samples
+the trajectories without gradient, then makes `ppo.epochs` passes of `ppo.minibatches` clipped
+updates over them (`objectives.ppo`), each replaying its trajectories under the current policy
+(`replay_trajectories`). The entropy bonus's weight and the learning rate decay linearly from
+step 0 to `run.steps` (a run resumed with more steps stretches what is left of the decay). A
+policy conditioned on log sigma but trained at one sigma has never seen another, so a PPO run
+validates at `ppo.sigma` (`TrainConfig.inference_sigma`), and the GFlowNet solver samples its
+checkpoints there by default.
+
 Everything random in step s is seeded by (run.seed, s), so a run resumed from last.pt
 continues exactly as the uninterrupted run would; a resumed run's config must equal the
 checkpoint's (only run.steps and run.workers may change). log.csv and TensorBoard as in
@@ -21,7 +31,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +49,11 @@ from graphopt.ir.io import read_json
 from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.envs.gflownet import PartialSchedules, connected_subgraph, log_reward
 from graphopt.learning.formats import CheckpointError, integer, json_field, number
-from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.networks.gflownet import (
+    GFlowNetPolicy,
+    replay_trajectories,
+    sample_trajectories,
+)
 from graphopt.learning.networks.gflownet_config import (
     GFLOWNET_FORMAT,
     SIGMA_INFERENCE,
@@ -47,6 +62,7 @@ from graphopt.learning.networks.gflownet_config import (
     GFlowNetConfig,
 )
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
+from graphopt.learning.objectives.ppo import PPOConfig, ppo_loss, trajectory_advantages
 from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.runs import (
@@ -65,8 +81,9 @@ from graphopt.learning.runs import (
 )
 from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
 
-Loss = Literal["variance", "balance"]
-"""The log-partition variance loss (paper 004) or trajectory balance with a learned log Z."""
+Loss = Literal["variance", "balance", "ppo"]
+"""The log-partition variance loss (paper 004), trajectory balance with a learned log Z, or the
+PPO baseline."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +124,8 @@ class SamplingConfig:
         subgraph_ops: graphs with more ops are trained on random connected sub-graphs of
             between half and one and a half times this many ops (paper 004: 25-75).
         validation_samples: schedules sampled per validation graph.
-        validation_sigma: temperature of validation samples (paper: 0.005 at inference).
+        validation_sigma: temperature of validation samples (paper: 0.005 at inference); a PPO
+            run validates at `ppo.sigma` instead.
     """
 
     trajectories: int = 100
@@ -136,10 +154,13 @@ class TrainConfig:
     Attributes:
         name: the run's name.
         dataset: a built dataset directory, a dataset config JSON, or a shipped config name.
-        loss: 'variance' (paper 004's) or 'balance' (trajectory balance, the ablation).
+        loss: 'variance' (paper 004's), 'balance' (trajectory balance, the ablation) or 'ppo'
+            (the PPO baseline).
         policy: the network, and the device count it places on.
         proxy: the machine schedules are scored on.
-        sampling: trajectories per step, temperatures, sub-graphs, validation samples.
+        sampling: trajectories per step, temperatures, sub-graphs, validation samples (PPO
+            uses the trajectories, sub-graphs and validation samples, not the temperatures).
+        ppo: the PPO baseline's settings (read only with loss 'ppo').
         optimizer: Adam and gradient clipping (paper: Adam's defaults).
         run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
     """
@@ -150,8 +171,27 @@ class TrainConfig:
     policy: GFlowNetConfig = field(default_factory=GFlowNetConfig)
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
     optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
     run: RunConfig = field(default_factory=RunConfig)
+
+    def __post_init__(self) -> None:
+        if self.loss == "ppo" and self.ppo.minibatches > self.sampling.trajectories:
+            raise FieldError(
+                "ppo.minibatches",
+                f"must be at most sampling.trajectories ({self.sampling.trajectories}), got "
+                f"{self.ppo.minibatches}",
+            )
+
+    @property
+    def inference_sigma(self) -> float:
+        """The temperature the trained policy is validated and sampled at by default."""
+        return self.ppo.sigma if self.loss == "ppo" else self.sampling.validation_sigma
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer steps per training step (Adam's step count is at most this times it)."""
+        return self.ppo.updates if self.loss == "ppo" else 1
 
     @classmethod
     def from_dict(cls, data: Any) -> TrainConfig:
@@ -178,11 +218,17 @@ LOG_COLUMNS = (
     "sigma",
     "ops",
     "grad_norm",
+    "entropy",
+    "clip_fraction",
+    "approx_kl",
     "validation_reward",
     "validation_speedup",
 )
 """What log.csv records: per step the loss, the mean sampled speedup, mean log-reward and mean
-zeta (the implied log Z), the temperature and the graph size; per validation the mean speedup."""
+zeta (the implied log Z), the temperature and the graph size; with PPO also the mean per-step
+entropy of P_F, the share of clipped steps and the approximate KL divergence from the sampling
+policy (each averaged over the step's updates, as are its loss and gradient norm); per
+validation the mean speedup."""
 
 
 def train(
@@ -258,6 +304,8 @@ def _step(
         low, high = sampling.subgraph_ops // 2, sampling.subgraph_ops * 3 // 2
         graph = connected_subgraph(graph, int(rng.integers(low, high + 1)), rng)
         scorer, masks = Scorer(graph, graphs.machine), relation_masks(graph)
+    if config.loss == "ppo":
+        return _ppo_step(config, network, optimizer, graph, scorer, masks, rng, step)
     sigma = float(np.exp(rng.uniform(np.log(sampling.sigma_min), np.log(sampling.sigma_max))))
     generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
     network.train()
@@ -292,10 +340,103 @@ def _step(
     }
 
 
+def _ppo_step(
+    config: TrainConfig,
+    network: GFlowNetPolicy,
+    optimizer: torch.optim.Optimizer,
+    graph: Graph,
+    scorer: Scorer,
+    masks: torch.Tensor,
+    rng: np.random.Generator,
+    step: int,
+) -> dict[str, float]:
+    """PPO's epochs of minibatch updates on one batch of trajectories sampled at `ppo.sigma`.
+
+    The reward is the GFlowNet's log-reward at that sigma (paper 004: the same reward); with
+    advantage normalization its scale 1 / sigma cancels. The decayed entropy weight and learning
+    rate are functions of the step number, so a resumed run repeats them exactly.
+    """
+    ppo, machine = config.ppo, scorer.machine
+    generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    network.train()
+    with torch.no_grad():
+        sampled = sample_trajectories(
+            network, graph, machine, config.sampling.trajectories, ppo.sigma, generator, masks
+        )
+    speedups = sampled.schedules.speedups(scorer)
+    log_r = torch.from_numpy(log_reward(speedups, machine.n_devices, ppo.sigma)).float()
+    advantages = trajectory_advantages(log_r, ppo.normalize_advantages)
+    progress = step / config.run.steps
+    entropy_weight = ppo.entropy_weight_at(progress)
+    learning_rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
+    totals = np.zeros(5)  # loss, gradient norm, entropy, clip fraction, approximate KL
+    with _learning_rate(optimizer, learning_rate):
+        for _ in range(ppo.epochs):
+            for part in np.array_split(rng.permutation(sampled.actions.shape[0]), ppo.minibatches):
+                index = torch.from_numpy(part)
+                replay = replay_trajectories(
+                    network, graph, machine, sampled.actions[index], ppo.sigma, masks
+                )
+                loss = ppo_loss(
+                    replay.log_pf,
+                    sampled.step_log_pf[index],
+                    advantages[index],
+                    replay.entropy,
+                    ppo.clip,
+                    entropy_weight,
+                )
+                check_finite(step, loss=float(loss.total.detach()))
+                optimizer.zero_grad()
+                loss.total.backward()
+                clip = config.optimizer.grad_clip
+                norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), clip))
+                check_finite(step, gradient_norm=norm)
+                optimizer.step()
+                totals += [
+                    float(loss.total.detach()),
+                    norm,
+                    float(loss.entropy),
+                    float(loss.clip_fraction),
+                    float(loss.approx_kl),
+                ]
+    means = totals / ppo.updates
+    zeta = log_r + sampled.log_pb - sampled.log_pf
+    return {
+        "step": step + 1,
+        "loss": float(means[0]),
+        "speedup": float(speedups.mean()),
+        "log_reward": float(log_r.mean()),
+        "log_z": float(zeta.mean()),
+        "sigma": ppo.sigma,
+        "ops": float(graph.n_ops),
+        "grad_norm": float(means[1]),
+        "entropy": float(means[2]),
+        "clip_fraction": float(means[3]),
+        "approx_kl": float(means[4]),
+    }
+
+
+@contextmanager
+def _learning_rate(optimizer: torch.optim.Optimizer, rate: float) -> Iterator[None]:
+    """Steps with `rate` inside, and puts the configured rate back after.
+
+    The decayed rate is a function of the step, never state: a checkpoint's Adam state keeps
+    the config's rate, which `load_adam` checks on resume.
+    """
+    configured = [group["lr"] for group in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        group["lr"] = rate
+    try:
+        yield
+    finally:
+        for group, lr in zip(optimizer.param_groups, configured, strict=True):
+            group["lr"] = lr
+
+
 def _validate(
     config: TrainConfig, network: GFlowNetPolicy, graphs: _Graphs, ids: np.ndarray, step: int
 ) -> dict[str, float]:
-    """Mean speedup of schedules sampled at the validation temperature on validation graphs."""
+    """Mean speedup of schedules sampled at `inference_sigma` on the validation graphs."""
     network.eval()
     means = []
     with torch.no_grad():
@@ -307,7 +448,7 @@ def _validate(
                 graph,
                 graphs.machine,
                 config.sampling.validation_samples,
-                config.sampling.validation_sigma,
+                config.inference_sigma,
                 generator,
                 masks,
             )
@@ -363,7 +504,8 @@ def _restore(
     best_step = integer(record["best_step"], f"{path}: best_step", 0, step)
     best_validation = number(record["best_validation"], f"{path}: best_validation")
     seconds = number(record["seconds"], f"{path}: seconds")
-    load_adam(optimizer, record["optimizer_state"], step, config.optimizer.grad_clip, path)
+    updates = step * config.updates_per_step
+    load_adam(optimizer, record["optimizer_state"], updates, config.optimizer.grad_clip, path)
     history = json_field(record["history"], f"{path}: history")
     if not isinstance(history, list) or len(history) != step + 1:
         raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
