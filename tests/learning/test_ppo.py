@@ -209,3 +209,11 @@ def test_the_solver_samples_a_ppo_policy_at_its_training_temperature(tmp_path) -
         chosen = GFlowNet(GFlowNetSamplerConfig(str(path), sigma=0.7)).policy(problem)[1]
         assert chosen == 0.7
     assert TrainConfig(loss="ppo").inference_sigma == 0.25
+
+
+def test_the_shipped_ppo_config_is_the_gflownet_setting_with_ppo() -> None:
+    ppo, gflownet = TrainConfig.load("gflownet-ppo"), TrainConfig.load("gflownet")
+    assert ppo.loss == "ppo" and ppo.ppo == PPOConfig() and ppo.inference_sigma == 0.25
+    same = ("dataset", "policy", "proxy", "optimizer", "run")
+    assert all(getattr(ppo, name) == getattr(gflownet, name) for name in same)
+    assert ppo.sampling.trajectories == gflownet.sampling.trajectories == 100
