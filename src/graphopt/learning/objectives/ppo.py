@@ -5,12 +5,14 @@ clipped ratio of new to old action probabilities keeps each update near the poli
 them. Each step of a trajectory is one sample of the surrogate, with the ratio of that step's
 action: a ratio over a whole trajectory (the product over its n steps) would clip nearly every
 sample of a 50-op schedule. The reward comes only at the end (episodic, undiscounted), so every
-step of a trajectory gets that trajectory's advantage. There is no critic: the other samples of
-the same graph are the baseline (`trajectory_advantages`), which is what the batch of one graph
-per step that paper 004's trainers sample gives for free. As in paper 004 (appendix E.1, after
-Schulman et al. and Ahmed et al. 2019) an entropy bonus is added to the loss, and both its weight
-and the learning rate decay over the run (`PPOConfig.entropy_weight_at`,
-`PPOConfig.learning_rate_factor`), as functions of the step so that resumed runs match.
+step of a trajectory gets that trajectory's advantage. Paper 004's PPO (appendix E.1, after
+Spinning Up) also trains a critic; here the mean reward of the batch, whose trajectories are all
+of one graph, is the baseline instead (`trajectory_advantages`): it needs no value head on the
+policy and no loss weight to tune, at the cost of a baseline that ignores the state reached. As
+in paper 004 (after Schulman et al. and Ahmed et al. 2019) an entropy bonus is added to the loss,
+and its weight and the learning rate decay over the run, linearly here (the paper's learning
+rate decays exponentially), as functions of the step so that resumed runs match
+(`PPOConfig.entropy_weight_at`, `PPOConfig.learning_rate_factor`).
 """
 
 from __future__ import annotations
