@@ -37,8 +37,8 @@ from graphopt.optimize import optimize
 from graphopt.solvers.base import InfeasibleError, Objective, Result, SolverError, Trace
 from graphopt.solvers.registry import SOLVERS, make_solver
 
-LEARNED = ("regal", "gas", "idrs")
-"""Solvers with shipped policies, for 2 devices only."""
+LEARNED = {"regal": 2, "gas": 2, "idrs": 2, "gflownet": 4}
+"""Solvers with shipped policies, and the only device count they ship one for."""
 
 MACHINES = {
     "1-device": Machine(1),
@@ -97,9 +97,9 @@ def no_policy(solver: str, machine: Machine, objective: Objective) -> str | None
     on a machine it ships no policy for; else None."""
     if objective not in make_solver(solver).objectives:
         return rf"solver '{solver}' does not optimize {objective.value}"
-    if solver not in LEARNED or machine.n_devices == 2:
+    if solver not in LEARNED or machine.n_devices == LEARNED[solver]:
         return None
-    method = "gas" if solver == "gas" else "regal"
+    method = solver if solver in ("gas", "gflownet") else "regal"
     return rf"no shipped {method} policy for .* on {machine.n_devices} devices"
 
 

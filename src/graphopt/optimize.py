@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -12,6 +12,7 @@ from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Budget, Objective, Problem, Progress, Result, SolverError
 from graphopt.solvers.bounds import op_step_memory
+from graphopt.solvers.candidates import CandidateSampler
 from graphopt.solvers.registry import make_solver
 
 DEFAULT_SECONDS = 10.0
@@ -34,12 +35,15 @@ class OptimizeResult(Result):
         excess: bytes over the capacity, summed over the devices (0 when the solution fits).
         proof: when the solution does not fit, `capacity_proof`'s reason why no placement can;
             None when it fits or no single op shows it.
+        candidates: with `candidates=K`, the K best distinct schedules a sampling solver drew,
+            best first (paper 004's candidate set; empty otherwise).
     """
 
     bound: float
     gap: float
     excess: int
     proof: str | None
+    candidates: tuple[Solution, ...] = ()
 
 
 def pins_from_names(graph: Graph, pins: Mapping[str, int]) -> np.ndarray | None:
@@ -76,6 +80,7 @@ def optimize(
     initial: Sequence[Solution] = (),
     progress: Progress | None = None,
     policy: str | None = None,
+    candidates: int = 0,
 ) -> OptimizeResult:
     """Optimizes placement and schedule of `graph` on `machine` for `objective`.
 
@@ -90,8 +95,10 @@ def optimize(
         pins: {op name: device} for ops whose device is fixed.
         initial: known solutions to start from.
         progress: called on every improvement.
-        policy: a policy checkpoint for the learned solvers (regal, gas, idrs) instead of the
-            shipped one.
+        policy: a policy checkpoint for the learned solvers (regal, gas, idrs, gflownet)
+            instead of the shipped one.
+        candidates: also return the best `candidates` distinct schedules (K) of a solver that
+            samples many (gflownet); 0: only the best.
 
     Raises:
         SolverError: unknown solver or objective, bad budget, bad pins, a policy for a
@@ -102,8 +109,34 @@ def optimize(
         seconds = DEFAULT_SECONDS
     budget = Budget(evaluations=evaluations, seconds=seconds)
     problem = Problem(graph, machine, objective, pins_from_names(graph, pins or {}))
-    result = make_solver(solver, policy).solve(problem, budget, seed, initial, progress)
-    return _with_bounds(problem, result)
+    chosen = make_solver(solver, policy)
+    if candidates < 0:
+        raise SolverError(f"candidates (top K) must be >= 1, or 0 for none, got {candidates}")
+    if candidates and not isinstance(chosen, CandidateSampler):
+        raise SolverError(
+            f"solver {solver!r} keeps one solution; top-K candidates come from a sampling "
+            "solver (gflownet)"
+        )
+    result = _with_bounds(problem, chosen.solve(problem, budget, seed, initial, progress))
+    if candidates:
+        record = dict(result.solution.solver)
+        kept = [
+            _claimed(problem, solution, {**record, "candidate": rank})
+            for rank, solution in enumerate(chosen.top_candidates(problem, candidates), start=1)
+        ]
+        result = replace(result, candidates=tuple(kept))
+    return result
+
+
+def _claimed(problem: Problem, solution: Solution, record: dict[str, object]) -> Solution:
+    """`solution` with its exact objective, the solver's record and the machine filled in."""
+    score = problem.scorer.score(solution)
+    return replace(
+        solution,
+        objective={"peak_memory": score.peak_memory, "makespan": score.makespan},
+        solver=record,
+        machine=problem.machine.to_json(),
+    )
 
 
 def _with_bounds(problem: Problem, result: Result) -> OptimizeResult:

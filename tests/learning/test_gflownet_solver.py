@@ -2,17 +2,31 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
 from graphopt.costmodels.targets import TargetModel
-from graphopt.evaluation.candidates import candidate_report, top_candidates
+from graphopt.evaluation.candidates import candidate_report
 from graphopt.ir.generators import generate
-from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig, gflownet
+from graphopt.ir.io import read_solution, write_graph
+from graphopt.learning.gflownet import (
+    CHUNK,
+    CHUNK_SCORES,
+    GFlowNet,
+    GFlowNetSamplerConfig,
+    chunk_size,
+    gflownet,
+)
+from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
+from graphopt.solvers.candidates import top_candidates
 from learned import save_untrained_gflownet
 
 SHIPPED = Path(__file__).parents[2] / "src" / "graphopt" / "policies"
@@ -39,7 +53,7 @@ def test_samples_are_offered_until_the_budget_ends(checkpoint) -> None:
 
 
 def test_checkpoints_that_do_not_fit_are_refused(checkpoint) -> None:
-    with pytest.raises(SolverError, match="no shipped GFlowNet policy yet"):
+    with pytest.raises(SolverError, match="no shipped gflownet policy for makespan on 2 dev"):
         gflownet().solve(problem(), Budget(evaluations=10))
     with pytest.raises(SolverError, match="policy for 2 devices, the machine has 3"):
         gflownet(str(checkpoint)).solve(problem(devices=3), Budget(evaluations=10))
@@ -85,3 +99,56 @@ def test_the_candidate_report_scores_the_top_k_on_each_target(checkpoint) -> Non
     slow = report.targets["latency:0.5"][0]
     assert slow <= report.proxy[0]  # latency only delays readers on other devices
     assert report.diversity.ged >= 0 and report.diversity.d_sen >= report.diversity.d_inv
+
+
+def test_pinned_ops_stay_on_their_device(checkpoint) -> None:
+    graph = generate("layered", 12, seed=5)
+    pinned = np.full(graph.n_ops, -1)
+    pinned[[0, 3, 7]] = [1, 0, 1]
+    p = Problem(graph, Machine(2), Objective.MAKESPAN, pinned)
+    solver = GFlowNet(GFlowNetSamplerConfig(str(checkpoint), samples=20))
+    result = solver.solve(p, Budget(evaluations=20), seed=0)
+    assert list(result.solution.placement[[0, 3, 7]]) == [1, 0, 1]
+    for placement, _ in solver.sampled:
+        assert list(placement[[0, 3, 7]]) == [1, 0, 1]
+    assert len({placement.tobytes() for placement, _ in solver.sampled}) > 1
+
+
+def test_chunks_bound_the_attention_and_the_budget_cuts_sampling(checkpoint) -> None:
+    assert chunk_size(100, 4) == CHUNK and chunk_size(1000, 4) == 1 and chunk_size(0, 4) == CHUNK
+    assert chunk_size(200, 4) * 4 * 200 * 200 <= CHUNK_SCORES < (chunk_size(200, 4) + 1) * 160000
+    solver = GFlowNet(GFlowNetSamplerConfig(str(checkpoint), samples=1000))
+    result = solver.solve(problem(), Budget(evaluations=7), seed=0)
+    assert result.evaluations == 7 and len(solver.sampled) == 7
+    assert len(solver.top_candidates(problem(), 100)) <= 7
+
+
+def test_optimize_returns_and_the_cli_writes_the_top_k(checkpoint, tmp_path) -> None:
+    graph = generate("erdos_renyi", 14, seed=2)
+    result = optimize(
+        graph, Machine(2), "makespan", "gflownet", 60, policy=str(checkpoint), candidates=10
+    )
+    assert 1 <= len(result.candidates) <= 10
+    assert result.candidates[0].objective["makespan"] == result.value
+    spans = [c.objective["makespan"] for c in result.candidates]
+    assert spans == sorted(spans) and [c.solver["candidate"] for c in result.candidates] == list(
+        range(1, len(spans) + 1)
+    )
+    with pytest.raises(SolverError, match="solver 'heft' keeps one solution"):
+        optimize(graph, Machine(2), "makespan", "heft", 60, candidates=10)
+    write_graph(graph, tmp_path / "g.json")
+    args = ["optimize", str(tmp_path / "g.json"), "-o", str(tmp_path / "s.json")]
+    args += ["--objective", "makespan", "--solver", "gflownet", "--policy", str(checkpoint)]
+    args += ["--budget", "60", "--candidates", str(tmp_path / "top"), "--top-k", "10"]
+    run = CliRunner().invoke(app, [*args, "--target", "latency:0.5", "--json"])
+    assert run.exit_code == 0, run.output
+    report = json.loads((tmp_path / "top" / "report.json").read_text())
+    assert report["k"] == len(result.candidates)
+    assert report["proxy"]["best"] == pytest.approx(result.score.speedup)
+    assert report["targets"]["latency:0.5"]["best"] <= report["proxy"]["best"]
+    files = sorted((tmp_path / "top").glob("candidate-*.json"))
+    assert len(files) == report["k"]
+    first = read_solution(files[0], graph)
+    assert Scorer(graph, Machine(2)).score(first).makespan == result.value
+    lone = CliRunner().invoke(app, [*args[:-4], "--target", "noisy:0.1"])
+    assert lone.exit_code == 2 and "give --candidates DIR too" in lone.output

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -20,6 +22,12 @@ from graphopt.cli.common import (
 )
 from graphopt.errors import GraphoptError, one_line
 from graphopt.progress import progress_bar
+
+if TYPE_CHECKING:
+    from graphopt.costmodels.machine import Machine
+    from graphopt.costmodels.targets import TargetModel
+    from graphopt.ir.graph import Graph
+    from graphopt.ir.solution import Solution
 
 
 @user_errors
@@ -156,7 +164,9 @@ def optimize(
     solver: Annotated[str, typer.Option(help="Solver name (see `graphopt solvers`).")] = "auto",
     policy: Annotated[
         str | None,
-        typer.Option(help="Policy checkpoint for regal, gas or idrs (default: the shipped one)."),
+        typer.Option(
+            help="Policy checkpoint for regal, gas, idrs or gflownet (default: the shipped one)."
+        ),
     ] = None,
     budget: Annotated[
         int | None,
@@ -168,6 +178,21 @@ def optimize(
         list[str] | None,
         typer.Option(help="Fix an op's device: OP=DEVICE, repeatable."),
     ] = None,
+    candidates: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the top-K distinct schedules of a sampling solver (gflownet) here, "
+            "with report.json: their speedups on the proxy and each --target, and diversity."
+        ),
+    ] = None,
+    top_k: Annotated[int, typer.Option(min=1, help="K of --candidates.")] = 100,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Re-score the candidates on a target model: noisy:S, bandwidth:B or latency:L "
+            "(repeatable; seeded by --seed)."
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Find a placement and schedule; write the best solution and print a summary.
@@ -178,12 +203,16 @@ def optimize(
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     from graphopt.costmodels.machine import Machine
+    from graphopt.costmodels.targets import TargetModel
     from graphopt.ir.io import read_graph, write_solution
     from graphopt.optimize import optimize as run_optimize
 
     graph = read_graph(graph_path)
     machine = Machine.from_options(devices, capacity, latency, bandwidth, mode)
     pins = _parse_pins(pin or [])
+    targets = [TargetModel.parse(text) for text in target or []]
+    if targets and candidates is None:
+        raise GraphoptError("--target re-scores the candidates: give --candidates DIR too")
     unit = "bytes" if objective == "peak-memory" else "s"
     columns = [
         TextColumn("[bold]{task.description}"),
@@ -210,6 +239,7 @@ def optimize(
                 (),
                 progress,
                 policy,
+                top_k if candidates is not None else 0,
             )
         except KeyboardInterrupt:
             typer.echo("error: interrupted before any solution was found", err=True)
@@ -217,6 +247,11 @@ def optimize(
         bar.update(task, completed=result.evaluations)
     solution = result.solution
     write_solution(graph, solution, output)
+    report = None
+    if candidates is not None:
+        report = _write_candidates(
+            graph, machine, objective, result.candidates, candidates, targets, seed
+        )
     summary = {
         "graph": graph.name,
         "solver": solver,
@@ -232,6 +267,8 @@ def optimize(
         "notes": list(solution.solver.get("notes", [])),
         "output": str(output),
     }
+    if report is not None:
+        summary["candidates"] = report
     if as_json:
         print_json(summary)
     else:
@@ -245,6 +282,22 @@ def optimize(
         table.add_row("evaluations", f"{result.evaluations:,}")
         table.add_row("seconds", f"{result.seconds:.3f}")
         table.add_row("written to", str(output))
+        if report is not None:
+            table.add_row(
+                f"top {report['k']} candidates",
+                f"proxy speedup best {report['proxy']['best']:.4f}, "
+                f"mean {report['proxy']['mean']:.4f}; written to {candidates}",
+            )
+            for name, row in report["targets"].items():
+                table.add_row(
+                    f"on target {name}", f"speedup best {row['best']:.4f}, mean {row['mean']:.4f}"
+                )
+            diversity = report["diversity"]
+            table.add_row(
+                "diversity",
+                f"GED {diversity['ged']:.4f}, d_inv {diversity['d_inv']:.4g}, "
+                f"d_sen {diversity['d_sen']:.4g}",
+            )
         console.print(table)
         for note in summary["notes"]:
             typer.echo(f"note: {one_line(note)}", err=True)
@@ -257,6 +310,41 @@ def optimize(
             err=True,
         )
         raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _write_candidates(
+    graph: Graph,
+    machine: Machine,
+    objective: str,
+    kept: Sequence[Solution],
+    directory: Path,
+    targets: Sequence[TargetModel],
+    seed: int,
+) -> dict[str, Any]:
+    """Writes each candidate as candidate-NNNN.json and their report as report.json."""
+    from graphopt.evaluation.candidates import candidate_report
+    from graphopt.ir.io import write_solution
+    from graphopt.solvers.base import Problem
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for rank, candidate in enumerate(kept, start=1):
+        write_solution(graph, candidate, directory / f"candidate-{rank:04d}.json")
+    problem = Problem(graph, machine, objective)
+    schedules = [(candidate.placement, candidate.order) for candidate in kept]
+    report = candidate_report(problem, schedules, len(kept), targets, seed)
+    document = {
+        "graph": graph.name,
+        "k": report.k,
+        "proxy": dict(zip(("best", "mean"), report.proxy, strict=True)),
+        "targets": {
+            name: dict(zip(("best", "mean"), values, strict=True))
+            for name, values in report.targets.items()
+        },
+        "diversity": report.diversity._asdict(),
+        "seed": seed,
+    }
+    (directory / "report.json").write_text(json.dumps(document, indent=2) + "\n")
+    return document
 
 
 def solvers() -> None:

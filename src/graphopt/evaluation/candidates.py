@@ -17,8 +17,8 @@ import numpy as np
 from graphopt.costmodels.score import Scorer
 from graphopt.costmodels.targets import TargetModel
 from graphopt.evaluation.diversity import Diversity, pairwise_diversity
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, SolverError
+from graphopt.solvers.base import Problem
+from graphopt.solvers.candidates import top_candidates
 
 
 @dataclass(frozen=True)
@@ -36,32 +36,6 @@ class CandidateReport:
     proxy: tuple[float, float]
     targets: dict[str, tuple[float, float]]
     diversity: Diversity
-
-
-def top_candidates(
-    problem: Problem, schedules: Sequence[tuple[np.ndarray, np.ndarray]], k: int
-) -> list[Solution]:
-    """The `k` best distinct schedules by the problem's proxy (ties: first sampled first).
-
-    Raises:
-        SolverError: when k < 1 or fewer schedules than k were sampled.
-    """
-    if k < 1:
-        raise SolverError(f"top-K needs K >= 1, got {k}")
-    if len(schedules) < k:
-        raise SolverError(f"top-K needs at least K = {k} samples, got {len(schedules)}")
-    seen: set[bytes] = set()
-    scored = []
-    for index, (placement, events) in enumerate(schedules):
-        key = placement.tobytes() + events.tobytes()
-        if key in seen:
-            continue
-        seen.add(key)
-        _, makespan, _ = problem.scorer.evaluate(placement, events)
-        scored.append((makespan, index, placement, events))
-    scored.sort(key=lambda item: (item[0], item[1]))
-    d = problem.machine.n_devices
-    return [Solution(placement, events, d) for _, _, placement, events in scored[:k]]
 
 
 def candidate_report(

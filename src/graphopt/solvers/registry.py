@@ -149,6 +149,13 @@ SOLVERS: dict[str, SolverEntry] = {
         "IDRS: REGAL's distributions sampled at random, no evolution (paper 000 baseline)",
         learned=True,
     ),
+    "gflownet": SolverEntry(
+        "graphopt.learning.gflownet",
+        "gflownet",
+        "GFlowNet: shipped Topoformer policy samples 1,000 schedules, best kept (paper 004; "
+        "makespan, 4 devices)",
+        learned=True,
+    ),
     "cp-sat": SolverEntry(
         "graphopt.solvers.cpsat",
         "CPSATSolver",

@@ -119,6 +119,7 @@ def sample_trajectories(
     sigma: float | Tensor,
     generator: torch.Generator,
     masks: Tensor | None = None,
+    pinned: np.ndarray | None = None,
 ) -> Trajectories:
     """Samples `batch` schedules of `graph` from P_F at temperature `sigma`, op by op.
 
@@ -134,6 +135,8 @@ def sample_trajectories(
         sigma: the temperature (> 0), one for all or [B].
         generator: the only source of randomness, so equal seeds give equal schedules.
         masks: `relation_masks(graph)`, when the caller keeps them across calls.
+        pinned: [n] device each op must run on, -1 where free (a problem's pins); the forward
+            policy never offers another device to a pinned op.
     """
     d = _devices(policy, machine)
     schedules = PartialSchedules(graph, machine, batch)
@@ -142,6 +145,7 @@ def sample_trajectories(
     if not bool((sigmas > 0).all()):
         raise ValueError(f"temperature sigma must be > 0, got {float(sigmas.min())}")
     log_sigma = torch.log(sigmas)
+    allowed = _allowed_devices(pinned, graph.n_ops, d)
     rows = torch.arange(batch)
     log_pf = torch.zeros(batch)
     log_pb = torch.zeros(batch)
@@ -160,7 +164,8 @@ def sample_trajectories(
             log_pb = log_pb + undo[rows, last]
         if step == n:
             break
-        logits = forward.masked_fill(~ready[:, :, None], -math.inf).reshape(batch, n * d)
+        offered = ready[:, :, None] if allowed is None else ready[:, :, None] & allowed
+        logits = forward.masked_fill(~offered, -math.inf).reshape(batch, n * d)
         log_p = logits.log_softmax(dim=1)
         action = torch.multinomial(log_p.detach().exp(), 1, generator=generator).squeeze(1)
         taken = log_p[rows, action]
@@ -250,6 +255,14 @@ def _devices(policy: GFlowNetPolicy, machine: Machine) -> int:
             f"the policy places on {policy.config.n_devices} devices, the machine has {d}"
         )
     return d
+
+
+def _allowed_devices(pinned: np.ndarray | None, n: int, d: int) -> Tensor | None:
+    """[n, d] bool: the devices each op may be placed on (None: all, nothing pinned)."""
+    if pinned is None or not (np.asarray(pinned) >= 0).any():
+        return None
+    pins = torch.as_tensor(np.asarray(pinned, dtype=np.int64).reshape(n))
+    return (pins[:, None] < 0) | (pins[:, None] == torch.arange(d)[None, :])
 
 
 def _candidate_rows(candidates: Tensor) -> tuple[Tensor, Tensor]:
