@@ -14,7 +14,9 @@ import torch
 from typer.testing import CliRunner
 
 from graphopt.cli import app
+from graphopt.errors import GraphoptError
 from graphopt.ir.generators import generate
+from graphopt.ir.io import write_graph
 from graphopt.learning.envs.gflownet import connected_subgraph
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.runs import TrainingError
@@ -120,3 +122,13 @@ def test_the_train_command(toy_dataset, tmp_path) -> None:
     assert "trained 2 steps" in result.stdout
     bad = CliRunner().invoke(app, ["train", "gflownet", str(tmp_path / "none.json"), "-o", "x"])
     assert bad.exit_code == 2 and "no training config file" in bad.output
+
+
+def test_a_run_can_train_and_validate_on_one_graph_file(tmp_path) -> None:
+    write_graph(generate("layered", 14, seed=3), tmp_path / "one.json")
+    state = train(tiny(f"graph:{tmp_path / 'one.json'}", 3), tmp_path / "run")
+    logged = rows(tmp_path / "run")
+    assert state.step == 3 and {r["ops"] for r in logged if r["ops"]} == {"14.0"}
+    assert logged[-1]["validation_speedup"]
+    with pytest.raises(GraphoptError, match="missing.json"):
+        train(tiny(f"graph:{tmp_path / 'missing.json'}", 3), tmp_path / "other")

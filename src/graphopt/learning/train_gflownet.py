@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,7 +45,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
-from graphopt.ir.io import read_json
+from graphopt.ir.io import read_graph, read_json
 from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.envs.gflownet import PartialSchedules, connected_subgraph, log_reward
 from graphopt.learning.formats import CheckpointError, integer, json_field, number
@@ -153,7 +153,8 @@ class TrainConfig:
 
     Attributes:
         name: the run's name.
-        dataset: a built dataset directory, a dataset config JSON, or a shipped config name.
+        dataset: a built dataset directory, a dataset config JSON, a shipped config name, or
+            `graph:PATH`: one graph file, trained and validated on (paper 004 table 1).
         loss: 'variance' (paper 004's), 'balance' (trajectory balance, the ablation) or 'ppo'
             (the PPO baseline).
         policy: the network, and the device count it places on.
@@ -208,6 +209,9 @@ class TrainConfig:
             raise TrainingError(f"{path}: {error}") from None
 
 
+GRAPH_PREFIX = "graph:"
+"""A `dataset` naming one graph file: the run trains and validates on that graph alone."""
+
 LOG_COLUMNS = (
     "step",
     "seconds",
@@ -253,9 +257,15 @@ def train(
     if resume and last.exists():
         state = _restore(last, config, network, optimizer)
     write_config(run_dir, config)
-    dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
     machine = config.proxy.machine(config.policy.n_devices)
-    graphs = _Graphs(dataset, machine)
+    if config.dataset.startswith(GRAPH_PREFIX):
+        graph = read_graph(config.dataset.removeprefix(GRAPH_PREFIX))
+        graphs = _Graphs({"train": [graph], "valid": [graph]}, machine)
+        train_ids = valid_ids = np.zeros(1, dtype=np.int64)
+    else:
+        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
+        splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
+        graphs = _Graphs(splits, machine)
     log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
     try:
         return run_steps(
@@ -273,11 +283,11 @@ def train(
 
 
 class _Graphs:
-    """The dataset's graphs with their scorers and attention masks, loaded once each."""
+    """The training and validation graphs with their scorers and attention masks, loaded once."""
 
-    def __init__(self, dataset: Path, machine: Machine) -> None:
+    def __init__(self, splits: dict[str, Sequence[Graph]], machine: Machine) -> None:
         self.machine = machine
-        self.splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
+        self.splits = splits
         self.cache: dict[tuple[str, int], tuple[Graph, Scorer, torch.Tensor]] = {}
 
     def get(self, split: str, index: int) -> tuple[Graph, Scorer, torch.Tensor]:
