@@ -13,6 +13,14 @@ from graphopt.cli.common import CapacityOption, JsonFlag, print_json, user_error
 from graphopt.errors import GraphoptError
 from graphopt.progress import progress_bar
 
+GFLOWNET_SUITES = (
+    "gflownet-robustness",
+    "gflownet-generalization",
+    "gflownet-temperature",
+    "gflownet-losses",
+)
+"""Paper 004's tables 1-2 and figures 3-4 (`graphopt.evaluation.gflownet_bench`)."""
+
 
 def _parse_budgets(text: str) -> list[int]:
     """`--budgets 1000,2000,5000` as evaluation limits."""
@@ -78,6 +86,23 @@ def bench(
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="Folder for the reports.")
     ] = Path("out/bench"),
+    policy: Annotated[
+        str | None,
+        typer.Option(help="gflownet-* suites: GFlowNet checkpoint [default: the shipped one]."),
+    ] = None,
+    ppo_policy: Annotated[
+        str | None,
+        typer.Option(help="gflownet-generalization: also sample this PPO checkpoint."),
+    ] = None,
+    steps: Annotated[
+        int, typer.Option(min=1, help="gflownet-robustness/-losses: training steps per run.")
+    ] = 200,
+    samples: Annotated[
+        int, typer.Option(min=1, help="gflownet-* suites: schedules sampled per policy.")
+    ] = 1000,
+    graphs_per_family: Annotated[
+        int, typer.Option(min=1, help="gflownet-generalization: test graphs per family.")
+    ] = 4,
     as_json: JsonFlag = False,
 ) -> None:
     """Compare solvers on a suite with the papers' metrics; write markdown, CSV and plots.
@@ -92,6 +117,26 @@ def bench(
 
     if suite == "zoo-real":
         _bench_zoo_real(objective, devices, time_limit, output_dir, as_json)
+        return
+    if suite in GFLOWNET_SUITES:
+        from graphopt.evaluation.gflownet_bench import GFlowNetBench
+
+        settings = GFlowNetBench(
+            seeds, steps, samples, budget, graphs_per_family, policy, ppo_policy
+        )
+        with progress_bar(quiet=as_json) as bar:
+            task = bar.add_task(f"bench {suite}", total=None)
+            lines, written = settings.run(
+                suite,
+                output_dir / suite,
+                _command_line(),
+                lambda label: bar.update(task, description=label[:40]),
+            )
+        if as_json:
+            print_json({"suite": suite, "summary": lines, "files": [str(p) for p in written]})
+        else:
+            typer.echo("\n".join(lines))
+            typer.echo(f"wrote {', '.join(str(p) for p in written)}")
         return
     if time_limit is not None:
         raise GraphoptError("--time applies to the zoo-real suite; other suites take --budget")

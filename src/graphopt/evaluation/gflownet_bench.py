@@ -1,0 +1,494 @@
+"""Paper 004's experiments in the shape of its tables 1-2 and figures 3-4 (`graphopt bench`).
+
+Every method gives a set of candidate schedules of one graph, ranked by the proxy (contract
+section 5, free transfers, 4 devices); the top K (100) are re-scored on three target models and
+their diversity measured (`evaluation.candidates`):
+
+- list scheduling: critical-path list scheduling, one schedule;
+- BRKGA: the best K of its final population after `evaluations` evaluations (paper 004 E.1);
+- GFlowNet and PPO: `samples` (1,000) schedules drawn from a trained policy at its temperature.
+
+The target models are set per graph, since the papers' graphs and ours differ in scale:
+runtimes noisy with S = 0.5; a bandwidth at which moving the mean tensor costs the mean op
+runtime; a latency of one mean op runtime (both async, paper 004 E.3's linear model a m + b with
+one term dominating).
+
+Suites: `robustness` (table 1: one real zoo graph, a policy trained on it per seed),
+`generalization` (table 2: a policy trained on 50-op Erdos-Renyi and layered graphs, tested on
+held-out graphs of five families), `temperature` (fig. 3: speedups sampled at several sigma)
+and `losses` (fig. 4: mean sampled speedup during training, log-partition variance against
+trajectory balance).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.targets import TargetModel
+from graphopt.evaluation.candidates import CandidateReport, candidate_report
+from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.ir.generators import generate
+from graphopt.ir.graph import Graph
+from graphopt.ir.io import write_graph
+from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig
+from graphopt.learning.train_gflownet import GRAPH_PREFIX, TrainConfig, train
+from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Tracker
+from graphopt.solvers.brkga import BRKGA
+from graphopt.solvers.random_keys import RandomKeyDecoder
+from graphopt.solvers.registry import make_solver
+
+DEVICES = 4
+"""Paper 004's device count."""
+TOP_K = 100
+"""Candidates kept per method (paper 004: the top 100)."""
+FAMILIES = ("erdos_renyi", "layered", "sbm", "watts_strogatz", "barabasi_albert")
+"""Table 2's test families: the two trained on, then three unseen ones."""
+TEST_SEED = 1_000_000
+"""Test graphs are generated from seeds at and above this, which no dataset config uses."""
+ROBUSTNESS_GRAPH = "vit-tiny"
+"""Table 1's real graph: the zoo's ViT inference graph (93 ops)."""
+
+Schedules = list[tuple[np.ndarray, np.ndarray]]
+Progress = Callable[[str], None]
+
+
+def target_models(graph: Graph) -> list[TargetModel]:
+    """The three targets of a graph, scaled to its mean op runtime and mean tensor size."""
+    runtime = graph.total_runtime / max(graph.n_ops, 1)
+    sizes = graph.tensor_size[graph.tensor_size > 0]
+    size = float(sizes.mean()) if sizes.size else 1.0
+    bandwidth = size / runtime if runtime > 0 else 1.0
+    return [
+        TargetModel("noisy", 0.5),
+        TargetModel("bandwidth", bandwidth),
+        TargetModel("latency", runtime),
+    ]
+
+
+def list_scheduling_schedules(problem: Problem) -> Schedules:
+    """Critical-path list scheduling's one schedule."""
+    result = make_solver("critical-path").solve(problem, Budget(evaluations=1), seed=0)
+    return [(result.solution.placement, result.solution.order)]
+
+
+def brkga_schedules(problem: Problem, evaluations: int, seed: int) -> Schedules:
+    """The final population of BRKGA (paper 001 defaults, population 100) after `evaluations`."""
+    brkga = BRKGA()
+    tracker = Tracker(problem, Budget(evaluations=evaluations))
+    final = brkga.evolve(problem, tracker, np.random.default_rng(seed))
+    decoder = RandomKeyDecoder(problem, brkga.config_for(problem).symmetry_breaking)
+    decoded = [decoder.decode(keys) for keys in final.keys]
+    return [(solution.placement, solution.order) for solution in decoded]
+
+
+def policy_schedules(problem: Problem, policy: str, samples: int, seed: int) -> Schedules:
+    """`samples` schedules drawn from the checkpoint at `policy` at its sampling temperature."""
+    sampler = GFlowNet(GFlowNetSamplerConfig(policy, samples=samples))
+    rng = np.random.default_rng(seed)
+    return [schedule for batch in sampler.batches(problem, rng) for schedule in batch]
+
+
+def report_row(
+    method: str, seed: int, graph: Graph, problem: Problem, schedules: Schedules
+) -> dict[str, Any]:
+    """One method's top-K report on one graph as a flat CSV row."""
+    report: CandidateReport = candidate_report(
+        problem, schedules, min(TOP_K, len(schedules)), target_models(graph), seed
+    )
+    row: dict[str, Any] = {
+        "method": method,
+        "seed": seed,
+        "graph": graph.name,
+        "ops": graph.n_ops,
+        "k": report.k,
+        "proxy_best": report.proxy[0],
+        "proxy_mean": report.proxy[1],
+    }
+    kinds = ("noisy", "bandwidth", "latency")
+    for name, (best, mean) in zip(kinds, report.targets.values(), strict=True):
+        row[f"{name}_best"], row[f"{name}_mean"] = best, mean
+    row.update(report.diversity._asdict())
+    return row
+
+
+def train_policy(base: TrainConfig, run_dir: Path, progress: Progress, **changes: Any) -> str:
+    """Trains (or resumes) a run of `base` with `changes` to its sections; returns best.pt."""
+    config = base
+    for section, values in changes.items():
+        if isinstance(values, dict):
+            values = dataclasses.replace(getattr(config, section), **values)
+        config = dataclasses.replace(config, **{section: values})
+    progress(f"training {run_dir.name}")
+    train(config, run_dir, resume=(run_dir / "last.pt").exists())
+    return str(run_dir / "best.pt")
+
+
+def robustness(
+    output: Path,
+    seeds: int,
+    steps: int,
+    samples: int,
+    evaluations: int,
+    methods: Sequence[str],
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """Table 1: list scheduling, BRKGA, PPO and GFlowNet on one real graph, `seeds` seeds.
+
+    The policies are trained on the graph itself (paper 004 5.1), each seed from scratch for
+    `steps` steps with the shipped config, on its random connected 25-75-op sub-graphs (section
+    3.3: a step on the whole 93-op graph costs about six times one on 50 ops) and validated on
+    the whole graph.
+    """
+    from graphopt.importers.zoo import export_graph
+
+    graph = export_graph(ROBUSTNESS_GRAPH, training=False)
+    path = output / f"{ROBUSTNESS_GRAPH}.json"
+    output.mkdir(parents=True, exist_ok=True)
+    write_graph(graph, path)
+    problem = Problem(graph, Machine(DEVICES), Objective.MAKESPAN)
+    base = TrainConfig.load("gflownet")
+    rows = []
+    for seed in range(seeds):
+        for method in methods:
+            progress(f"{method}, seed {seed}")
+            if method == "list-scheduling":
+                schedules = list_scheduling_schedules(problem)
+            elif method == "brkga":
+                schedules = brkga_schedules(problem, evaluations, seed)
+            else:
+                policy = train_policy(
+                    base,
+                    output / "runs" / f"{method}-seed{seed}",
+                    progress,
+                    dataset=f"{GRAPH_PREFIX}{path}",
+                    loss="variance" if method == "gflownet" else method,
+                    run={"steps": steps, "seed": seed, "validate_every": max(steps // 4, 1)},
+                )
+                schedules = policy_schedules(problem, policy, samples, seed)
+            rows.append(report_row(method, seed, graph, problem, schedules))
+    return rows
+
+
+def test_graphs(per_family: int, n_ops: int) -> list[Graph]:
+    """`per_family` held-out graphs of `n_ops` ops from each family of `FAMILIES`."""
+    return [
+        generate(family, n_ops, seed=TEST_SEED + index)
+        for family in FAMILIES
+        for index in range(per_family)
+    ]
+
+
+def generalization(
+    policies: dict[str, str],
+    per_family: int,
+    n_ops: int,
+    samples: int,
+    evaluations: int,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """Table 2: each method on held-out graphs of the five families (one seed per graph).
+
+    Args:
+        policies: method name ('gflownet', 'ppo') -> trained checkpoint, zero-shot here.
+        per_family: test graphs per family.
+        n_ops: ops per test graph (paper 004: 50, the training size).
+        samples: schedules drawn from each policy.
+        evaluations: BRKGA's budget.
+        progress: told which graph runs.
+    """
+    rows = []
+    for index, graph in enumerate(test_graphs(per_family, n_ops)):
+        problem = Problem(graph, Machine(DEVICES), Objective.MAKESPAN)
+        progress(f"{graph.name}")
+        sets = {
+            "list-scheduling": list_scheduling_schedules(problem),
+            "brkga": brkga_schedules(problem, evaluations, index),
+        }
+        for method, policy in policies.items():
+            sets[method] = policy_schedules(problem, policy, samples, index)
+        for method, schedules in sets.items():
+            row = report_row(method, 0, graph, problem, schedules)
+            row["family"] = graph.name.split("_n")[0]
+            rows.append(row)
+    return rows
+
+
+def temperature_sweep(
+    policy: str, sigmas: Sequence[float], samples: int, n_ops: int
+) -> dict[float, np.ndarray]:
+    """Fig. 3: the speedups of `samples` schedules of a held-out Erdos-Renyi graph per sigma."""
+    graph = generate("erdos_renyi", n_ops, seed=TEST_SEED)
+    problem = Problem(graph, Machine(DEVICES), Objective.MAKESPAN)
+    speedups = {}
+    for sigma in sigmas:
+        sampler = GFlowNet(GFlowNetSamplerConfig(policy, samples=samples, sigma=sigma))
+        schedules = [
+            s for batch in sampler.batches(problem, np.random.default_rng(0)) for s in batch
+        ]
+        total = graph.total_runtime
+        speedups[sigma] = np.array([total / problem.scorer.evaluate(p, e)[1] for p, e in schedules])
+    return speedups
+
+
+def loss_curves(
+    output: Path, seeds: int, steps: int, progress: Progress
+) -> dict[str, list[np.ndarray]]:
+    """Fig. 4: per loss, each seed's mean sampled speedup at every training step."""
+    base = TrainConfig.load("gflownet")
+    curves: dict[str, list[np.ndarray]] = {"variance": [], "balance": []}
+    for loss, runs in curves.items():
+        for seed in range(seeds):
+            run_dir = output / "runs" / f"{loss}-seed{seed}"
+            train_policy(
+                base,
+                run_dir,
+                progress,
+                loss=loss,
+                run={"steps": steps, "seed": seed, "validate_every": steps},
+            )
+            with (run_dir / "log.csv").open() as file:
+                logged = [row for row in csv.DictReader(file) if row["speedup"]]
+            runs.append(np.array([float(row["speedup"]) for row in logged]))
+    return curves
+
+
+def summarize(rows: Sequence[dict[str, Any]], by: str = "method") -> list[dict[str, Any]]:
+    """Mean and 95% CI half-width of every numeric column per `by` value, in first-seen order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row[by], []).append(row)
+    numeric = [
+        key
+        for key, value in rows[0].items()
+        if isinstance(value, float) and key not in ("seed", "ops")
+    ]
+    summary = []
+    for name, members in groups.items():
+        line: dict[str, Any] = {by: name, "n": len(members)}
+        for key in numeric:
+            mean, low, high = mean_with_ci(np.array([m[key] for m in members], dtype=float))
+            line[key], line[f"{key}_ci"] = mean, (high - low) / 2
+        summary.append(line)
+    return summary
+
+
+def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Rows as CSV, columns in first-row order."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def markdown(summary: Sequence[dict[str, Any]], columns: Sequence[str], by: str = "method") -> str:
+    """A markdown table of `columns` (mean +- CI half-width) per row of `summary`."""
+    lines = [
+        "| " + " | ".join([by, *columns]) + " |",
+        "| --- |" + " ---: |" * len(columns),
+    ]
+    for row in summary:
+        cells = [f"{row[c]:.3f} ± {row[f'{c}_ci']:.3f}" for c in columns]
+        lines.append("| " + " | ".join([str(row[by]), *cells]) + " |")
+    return "\n".join(lines)
+
+
+def write_summary(folder: Path, title: str, command: str, body: str, data: Any) -> None:
+    """summary.md (title, command, body) and summary.json (`data`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = f"# {title}\n\nCommand: `{command}`\n\n{body}\n"
+    (folder / "summary.md").write_text(text)
+    (folder / "summary.json").write_text(json.dumps(data, indent=2, default=float) + "\n")
+
+
+def plot_temperatures(path: Path, speedups: dict[float, np.ndarray], title: str) -> None:
+    """Fig. 3: one histogram of sampled speedups per temperature."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    low = min(float(v.min()) for v in speedups.values())
+    high = max(float(v.max()) for v in speedups.values())
+    bins = np.linspace(low, high, 40)
+    for sigma, values in sorted(speedups.items(), reverse=True):
+        axes.hist(values, bins=bins, alpha=0.5, label=f"sigma = {sigma:g}")
+    axes.set_xlabel("speedup (proxy)")
+    axes.set_ylabel("schedules")
+    axes.set_title(title)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def plot_curves(path: Path, curves: dict[str, list[np.ndarray]], window: int, title: str) -> None:
+    """Fig. 4: each loss's mean sampled speedup per step, over a moving `window` of steps.
+
+    The mean over seeds is drawn as a line, each seed faintly.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    kernel = np.ones(window) / window
+    for (loss, runs), colour in zip(curves.items(), ("C0", "C1"), strict=False):
+        smooth = [np.convolve(run, kernel, mode="valid") for run in runs]
+        steps = np.arange(window, window + len(smooth[0]))
+        for line in smooth:
+            axes.plot(steps, line, color=colour, alpha=0.25, linewidth=0.8)
+        axes.plot(steps, np.mean(smooth, axis=0), color=colour, label=LOSS_LABELS[loss])
+    axes.set_xlabel("training step")
+    axes.set_ylabel(f"mean sampled speedup ({window}-step average)")
+    axes.set_title(title)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+LOSS_LABELS = {"variance": "log-partition variance", "balance": "trajectory balance"}
+"""How fig. 4 names the losses."""
+
+
+TABLE_COLUMNS = (
+    "proxy_best",
+    "proxy_mean",
+    "noisy_mean",
+    "bandwidth_mean",
+    "latency_mean",
+    "ged",
+    "d_inv",
+    "d_sen",
+)
+"""Tables 1 and 2's columns: proxy speedup of the best and of the top K, each target's mean
+speedup over the top K, and the diversity of the top K."""
+SIGMAS = (1.0, 0.1, 0.01, 0.005)
+"""Fig. 3's temperatures: the training range's ends, and the inference one (below it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GFlowNetBench:
+    """The settings of a `graphopt bench gflownet-*` run.
+
+    Attributes:
+        seeds: table 1's seeds (a policy trained per seed) and fig. 4's runs per loss.
+        steps: training steps per run (tables 1, fig. 4).
+        samples: schedules sampled per policy (paper 004: 1,000).
+        evaluations: BRKGA's budget.
+        per_family: table 2's test graphs per family.
+        policy: the GFlowNet checkpoint of table 2 and fig. 3 (None: the shipped one).
+        ppo_policy: a PPO checkpoint table 2 also samples (None: no PPO row).
+    """
+
+    seeds: int = 3
+    steps: int = 200
+    samples: int = 1000
+    evaluations: int = 20000
+    per_family: int = 4
+    policy: str | None = None
+    ppo_policy: str | None = None
+
+    def shipped(self) -> str:
+        """The GFlowNet checkpoint to sample: `policy` or the shipped one."""
+        from graphopt.learning.regal import shipped_policy_path
+
+        path = self.policy or shipped_policy_path("gflownet", "makespan", DEVICES)
+        if path is None:
+            raise SolverError(f"no shipped gflownet policy for {DEVICES} devices; pass --policy")
+        return path
+
+    def run(
+        self, suite: str, folder: Path, command: str, progress: Progress
+    ) -> tuple[list[str], list[Path]]:
+        """Runs one suite into `folder`; returns its summary lines and the files written."""
+        name = suite.removeprefix("gflownet-")
+        folder.mkdir(parents=True, exist_ok=True)
+        if name in ("robustness", "generalization"):
+            if name == "robustness":
+                methods = ("list-scheduling", "brkga", "gflownet")
+                rows = robustness(
+                    folder,
+                    self.seeds,
+                    self.steps,
+                    self.samples,
+                    self.evaluations,
+                    methods,
+                    progress,
+                )
+                title = (
+                    f"Table 1 shape: {ROBUSTNESS_GRAPH} ({DEVICES} devices), top {TOP_K}, "
+                    f"{self.seeds} seeds (mean ± 95% CI half-width over seeds)"
+                )
+            else:
+                policies = {"gflownet": self.shipped()}
+                if self.ppo_policy is not None:
+                    policies["ppo"] = self.ppo_policy
+                rows = generalization(
+                    policies, self.per_family, 50, self.samples, self.evaluations, progress
+                )
+                title = (
+                    f"Table 2 shape: {self.per_family} held-out 50-op graphs of each of "
+                    f"{len(FAMILIES)} families, top {TOP_K} (mean ± 95% CI over graphs)"
+                )
+            summary = summarize(rows)
+            table = markdown(summary, TABLE_COLUMNS)
+            write_rows(folder / "runs.csv", rows)
+            write_summary(folder, title, command, table, summary)
+            files = [folder / "runs.csv", folder / "summary.md", folder / "summary.json"]
+            return [title, table], files
+        if name == "temperature":
+            speedups = temperature_sweep(self.shipped(), SIGMAS, self.samples, 25)
+            rows = [
+                {
+                    "sigma": sigma,
+                    "mean": float(v.mean()),
+                    "p10": float(np.quantile(v, 0.1)),
+                    "p90": float(np.quantile(v, 0.9)),
+                    "best": float(v.max()),
+                    "distinct": len(np.unique(v)),
+                }
+                for sigma, v in speedups.items()
+            ]
+            title = f"Fig. 3 shape: {self.samples} schedules of a held-out 25-op ER graph per sigma"
+            lines = [title, *(json.dumps(row) for row in rows)]
+            write_rows(folder / "temperatures.csv", rows)
+            plot_temperatures(folder / "temperatures.png", speedups, title)
+            write_summary(folder, title, command, "\n".join(lines[1:]), rows)
+            return lines, [folder / "temperatures.csv", folder / "temperatures.png"]
+        if name == "losses":
+            curves = loss_curves(folder, self.seeds, self.steps, progress)
+            window = max(self.steps // 10, 1)
+            rows = []
+            for loss, runs in curves.items():
+                finals = np.array([run[-window:].mean() for run in runs])
+                mean, low, high = mean_with_ci(finals)
+                rows.append(
+                    {
+                        "loss": loss,
+                        "final_mean": mean,
+                        "ci_low": low,
+                        "ci_high": high,
+                        "per_seed": finals.tolist(),
+                    }
+                )
+            title = (
+                f"Fig. 4 shape: mean sampled speedup over the last {window} of {self.steps} "
+                f"steps, {self.seeds} seeds per loss"
+            )
+            lines = [title, *(json.dumps(row) for row in rows)]
+            plot_curves(folder / "curves.png", curves, window, title)
+            write_summary(folder, title, command, "\n".join(lines[1:]), rows)
+            return lines, [folder / "curves.png", folder / "summary.md"]
+        raise SolverError(f"unknown gflownet suite {suite!r}")
