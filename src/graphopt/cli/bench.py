@@ -97,6 +97,9 @@ def bench(
     steps: Annotated[
         int, typer.Option(min=1, help="gflownet-robustness/-losses: training steps per run.")
     ] = 200,
+    ppo_steps: Annotated[
+        int, typer.Option(min=0, help="gflownet-robustness: PPO's training steps (0: no PPO).")
+    ] = 0,
     samples: Annotated[
         int, typer.Option(min=1, help="gflownet-* suites: schedules sampled per policy.")
     ] = 1000,
@@ -122,7 +125,7 @@ def bench(
         from graphopt.evaluation.gflownet_bench import GFlowNetBench
 
         settings = GFlowNetBench(
-            seeds, steps, samples, budget, graphs_per_family, policy, ppo_policy
+            seeds, steps, ppo_steps, samples, budget, graphs_per_family, policy, ppo_policy
         )
         with progress_bar(quiet=as_json) as bar:
             task = bar.add_task(f"bench {suite}", total=None)

@@ -39,6 +39,7 @@ from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import write_graph
 from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig
+from graphopt.learning.runs import resolve_dataset
 from graphopt.learning.train_gflownet import GRAPH_PREFIX, TrainConfig, train
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Tracker
 from graphopt.solvers.brkga import BRKGA
@@ -132,20 +133,21 @@ def train_policy(base: TrainConfig, run_dir: Path, progress: Progress, **changes
 
 
 def robustness(
+    base: TrainConfig,
     output: Path,
     seeds: int,
     steps: int,
+    ppo_steps: int,
     samples: int,
     evaluations: int,
-    methods: Sequence[str],
     progress: Progress,
 ) -> list[dict[str, Any]]:
     """Table 1: list scheduling, BRKGA, PPO and GFlowNet on one real graph, `seeds` seeds.
 
     The policies are trained on the graph itself (paper 004 5.1), each seed from scratch for
-    `steps` steps with the shipped config, on its random connected 25-75-op sub-graphs (section
-    3.3: a step on the whole 93-op graph costs about six times one on 50 ops) and validated on
-    the whole graph.
+    `steps` steps (PPO: `ppo_steps`) with the `base` config (the shipped one), on its random
+    connected 25-75-op sub-graphs (section 3.3: a step on the whole 93-op graph costs about six
+    times one on 50 ops) and validated on the whole graph.
     """
     from graphopt.importers.zoo import export_graph
 
@@ -154,7 +156,7 @@ def robustness(
     output.mkdir(parents=True, exist_ok=True)
     write_graph(graph, path)
     problem = Problem(graph, Machine(DEVICES), Objective.MAKESPAN)
-    base = TrainConfig.load("gflownet")
+    methods = ["list-scheduling", "brkga", *(["ppo"] if ppo_steps else []), "gflownet"]
     rows = []
     for seed in range(seeds):
         for method in methods:
@@ -170,7 +172,11 @@ def robustness(
                     progress,
                     dataset=f"{GRAPH_PREFIX}{path}",
                     loss="variance" if method == "gflownet" else method,
-                    run={"steps": steps, "seed": seed, "validate_every": max(steps // 4, 1)},
+                    run={
+                        "steps": steps if method == "gflownet" else ppo_steps,
+                        "seed": seed,
+                        "validate_every": max(steps // 4, 1),
+                    },
                 )
                 schedules = policy_schedules(problem, policy, samples, seed)
             rows.append(report_row(method, seed, graph, problem, schedules))
@@ -239,10 +245,15 @@ def temperature_sweep(
 
 
 def loss_curves(
-    output: Path, seeds: int, steps: int, progress: Progress
+    base: TrainConfig, output: Path, seeds: int, steps: int, progress: Progress
 ) -> dict[str, list[np.ndarray]]:
-    """Fig. 4: per loss, each seed's mean sampled speedup at every training step."""
-    base = TrainConfig.load("gflownet")
+    """Fig. 4: per loss, each seed's mean sampled speedup at every training step of `base`.
+
+    The dataset is built once, into `output`/runs/dataset, and shared by the runs.
+    """
+    if not base.dataset.startswith(GRAPH_PREFIX):
+        built = resolve_dataset(base.dataset, output / "runs")
+        base = dataclasses.replace(base, dataset=str(built))
     curves: dict[str, list[np.ndarray]] = {"variance": [], "balance": []}
     for loss, runs in curves.items():
         for seed in range(seeds):
@@ -385,20 +396,25 @@ class GFlowNetBench:
     Attributes:
         seeds: table 1's seeds (a policy trained per seed) and fig. 4's runs per loss.
         steps: training steps per run (tables 1, fig. 4).
+        ppo_steps: PPO's training steps in table 1 (0: no PPO row; a PPO step costs about four
+            GFlowNet steps).
         samples: schedules sampled per policy (paper 004: 1,000).
         evaluations: BRKGA's budget.
         per_family: table 2's test graphs per family.
         policy: the GFlowNet checkpoint of table 2 and fig. 3 (None: the shipped one).
         ppo_policy: a PPO checkpoint table 2 also samples (None: no PPO row).
+        config: the training config of tables 1 and fig. 4 (a file or a shipped name).
     """
 
     seeds: int = 3
     steps: int = 200
+    ppo_steps: int = 0
     samples: int = 1000
     evaluations: int = 20000
     per_family: int = 4
     policy: str | None = None
     ppo_policy: str | None = None
+    config: str = "gflownet"
 
     def shipped(self) -> str:
         """The GFlowNet checkpoint to sample: `policy` or the shipped one."""
@@ -417,14 +433,14 @@ class GFlowNetBench:
         folder.mkdir(parents=True, exist_ok=True)
         if name in ("robustness", "generalization"):
             if name == "robustness":
-                methods = ("list-scheduling", "brkga", "gflownet")
                 rows = robustness(
+                    TrainConfig.load(self.config),
                     folder,
                     self.seeds,
                     self.steps,
+                    self.ppo_steps,
                     self.samples,
                     self.evaluations,
-                    methods,
                     progress,
                 )
                 title = (
@@ -468,7 +484,9 @@ class GFlowNetBench:
             write_summary(folder, title, command, "\n".join(lines[1:]), rows)
             return lines, [folder / "temperatures.csv", folder / "temperatures.png"]
         if name == "losses":
-            curves = loss_curves(folder, self.seeds, self.steps, progress)
+            curves = loss_curves(
+                TrainConfig.load(self.config), folder, self.seeds, self.steps, progress
+            )
             window = max(self.steps // 10, 1)
             rows = []
             for loss, runs in curves.items():
