@@ -81,6 +81,9 @@ from graphopt.learning.runs import (
 )
 from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
 
+Backward = Literal["learned", "uniform"]
+"""P_B learned by the backward head (paper 004) or fixed uniform over the removable ops."""
+
 Loss = Literal["variance", "balance", "ppo"]
 """The log-partition variance loss (paper 004), trajectory balance with a learned log Z, or the
 PPO baseline."""
@@ -157,6 +160,9 @@ class TrainConfig:
             `graph:PATH`: one graph file, trained and validated on (paper 004 table 1).
         loss: 'variance' (paper 004's), 'balance' (trajectory balance, the ablation) or 'ppo'
             (the PPO baseline).
+        backward: 'learned' (paper 004: the backward head's P_B) or 'uniform' (a fixed P_B,
+            uniform over the ops that may be removed; the losses can then lower their variance
+            only through P_F).
         policy: the network, and the device count it places on.
         proxy: the machine schedules are scored on.
         sampling: trajectories per step, temperatures, sub-graphs, validation samples (PPO
@@ -169,6 +175,7 @@ class TrainConfig:
     name: str = "gflownet"
     dataset: str = "default"
     loss: Loss = "variance"
+    backward: Backward = "learned"
     policy: GFlowNetConfig = field(default_factory=GFlowNetConfig)
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -320,7 +327,14 @@ def _step(
     generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
     network.train()
     sampled = sample_trajectories(
-        network, graph, graphs.machine, sampling.trajectories, sigma, generator, masks
+        network,
+        graph,
+        graphs.machine,
+        sampling.trajectories,
+        sigma,
+        generator,
+        masks,
+        uniform_backward=config.backward == "uniform",
     )
     speedups = sampled.schedules.speedups(scorer)
     log_r = torch.from_numpy(log_reward(speedups, config.policy.n_devices, sigma)).float()

@@ -120,6 +120,7 @@ def sample_trajectories(
     generator: torch.Generator,
     masks: Tensor | None = None,
     pinned: np.ndarray | None = None,
+    uniform_backward: bool = False,
 ) -> Trajectories:
     """Samples `batch` schedules of `graph` from P_F at temperature `sigma`, op by op.
 
@@ -137,6 +138,8 @@ def sample_trajectories(
         masks: `relation_masks(graph)`, when the caller keeps them across calls.
         pinned: [n] device each op must run on, -1 where free (a problem's pins); the forward
             policy never offers another device to a pinned op.
+        uniform_backward: log P_B of a fixed uniform choice among the removable ops instead of
+            the backward head's (a GFlowNet may learn P_B or fix it).
     """
     d = _devices(policy, machine)
     schedules = PartialSchedules(graph, machine, batch)
@@ -160,7 +163,8 @@ def sample_trajectories(
         features = torch.from_numpy(schedules.features())
         forward, backward = _spread(policy(features, masks, log_sigma, wanted), wanted, real, n)
         if last is not None:
-            undo = backward.masked_fill(~removable, -math.inf).log_softmax(dim=1)
+            scores = torch.zeros_like(backward) if uniform_backward else backward
+            undo = scores.masked_fill(~removable, -math.inf).log_softmax(dim=1)
             log_pb = log_pb + undo[rows, last]
         if step == n:
             break
