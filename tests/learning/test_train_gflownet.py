@@ -132,3 +132,27 @@ def test_a_run_can_train_and_validate_on_one_graph_file(tmp_path) -> None:
     assert logged[-1]["validation_speedup"]
     with pytest.raises(GraphoptError, match="missing.json"):
         train(tiny(f"graph:{tmp_path / 'missing.json'}", 3), tmp_path / "other")
+
+
+def test_replayed_updates_need_a_fixed_backward_policy_and_resume_exactly(
+    toy_dataset, tmp_path
+) -> None:
+    with pytest.raises(
+        TrainingError, match=r'replay \(more than one update per batch\) needs "backward"'
+    ):
+        tiny(toy_dataset, 4, replay={"epochs": 2, "minibatches": 2})
+    with pytest.raises(TrainingError, match=r"replay.minibatches must be at most sampling.trajectories \(8\)"):
+        tiny(toy_dataset, 4, replay={"minibatches": 9})
+    config = dataclasses.replace(tiny(toy_dataset, 4), backward="uniform")
+    config = dataclasses.replace(
+        config, replay=dataclasses.replace(config.replay, epochs=2, minibatches=2)
+    )
+    train(config, tmp_path / "whole")
+    train(
+        dataclasses.replace(config, run=dataclasses.replace(config.run, steps=2)), tmp_path / "cut"
+    )
+    train(config, tmp_path / "cut", resume=True)
+    assert rows(tmp_path / "cut") == rows(tmp_path / "whole")
+    for name in ("last.pt", "best.pt"):
+        before, after = weights(tmp_path / "whole" / name), weights(tmp_path / "cut" / name)
+        assert all(torch.equal(before[k], after[k]) for k in before)

@@ -151,6 +151,34 @@ class SamplingConfig:
 
 
 @dataclass(frozen=True)
+class ReplayConfig:
+    """Updates per batch of sampled trajectories (the GFlowNet losses; PPO has its own).
+
+    The GFlowNet losses hold off-policy, so a batch may be replayed: each of `epochs` passes
+    splits it into `minibatches` and takes one update on each, re-scoring the recorded actions
+    under the policy as it is then. 1 x 1 is paper 004's one on-policy update per batch. A
+    replayed update needs the fixed uniform P_B (its log-probabilities do not change).
+
+    Attributes:
+        epochs: passes over each batch.
+        minibatches: updates per pass.
+    """
+
+    epochs: int = 1
+    minibatches: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "minibatches"):
+            if not 1 <= getattr(self, name) <= 64:
+                raise FieldError(name, f"must be in [1, 64], got {getattr(self, name)}")
+
+    @property
+    def updates(self) -> int:
+        """Optimizer steps per batch."""
+        return self.epochs * self.minibatches
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Everything that defines a GFlowNet training run (saved with every checkpoint).
 
@@ -168,6 +196,7 @@ class TrainConfig:
         sampling: trajectories per step, temperatures, sub-graphs, validation samples (PPO
             uses the trajectories, sub-graphs and validation samples, not the temperatures).
         ppo: the PPO baseline's settings (read only with loss 'ppo').
+        replay: updates per batch of the GFlowNet losses (1 x 1: the paper's one).
         optimizer: Adam and gradient clipping (paper: Adam's defaults).
         run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
     """
@@ -180,10 +209,21 @@ class TrainConfig:
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
     optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
     run: RunConfig = field(default_factory=RunConfig)
 
     def __post_init__(self) -> None:
+        if self.replay.minibatches > self.sampling.trajectories:
+            raise FieldError(
+                "replay.minibatches",
+                f"must be at most sampling.trajectories ({self.sampling.trajectories}), got "
+                f"{self.replay.minibatches}",
+            )
+        if self.replay.updates > 1 and self.loss != "ppo" and self.backward != "uniform":
+            raise FieldError(
+                "replay", '(more than one update per batch) needs "backward": "uniform"'
+            )
         if self.loss == "ppo" and self.ppo.minibatches > self.sampling.trajectories:
             raise FieldError(
                 "ppo.minibatches",
@@ -199,7 +239,7 @@ class TrainConfig:
     @property
     def updates_per_step(self) -> int:
         """Optimizer steps per training step (Adam's step count is at most this times it)."""
-        return self.ppo.updates if self.loss == "ppo" else 1
+        return self.ppo.updates if self.loss == "ppo" else self.replay.updates
 
     @classmethod
     def from_dict(cls, data: Any) -> TrainConfig:
@@ -326,42 +366,98 @@ def _step(
     sigma = float(np.exp(rng.uniform(np.log(sampling.sigma_min), np.log(sampling.sigma_max))))
     generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
     network.train()
-    sampled = sample_trajectories(
-        network,
-        graph,
-        graphs.machine,
-        sampling.trajectories,
-        sigma,
-        generator,
-        masks,
-        uniform_backward=config.backward == "uniform",
-    )
+    replayed = config.replay.updates > 1
+    with torch.set_grad_enabled(not replayed):
+        sampled = sample_trajectories(
+            network,
+            graph,
+            graphs.machine,
+            sampling.trajectories,
+            sigma,
+            generator,
+            masks,
+            uniform_backward=config.backward == "uniform",
+        )
     speedups = sampled.schedules.speedups(scorer)
     log_r = torch.from_numpy(log_reward(speedups, config.policy.n_devices, sigma)).float()
     zeta = log_r + sampled.log_pb - sampled.log_pf
-    if config.loss == "variance":
-        loss = log_partition_variance_loss(log_r, sampled.log_pf, sampled.log_pb)
+    if not replayed:
+        loss = _gflownet_loss(
+            config, network, graph, masks, sigma, log_r, sampled.log_pf, sampled.log_pb
+        )
+        losses, norms = [float(loss.detach())], [_update(config, network, optimizer, loss, step)]
     else:
-        empty = torch.from_numpy(PartialSchedules(graph, graphs.machine, 1).features())
-        log_z = network.log_partition(empty, masks, sampled.log_sigma[:1])
-        loss = trajectory_balance_loss(log_z, log_r, sampled.log_pf, sampled.log_pb)
-    check_finite(step, loss=float(loss.detach()))
-    optimizer.zero_grad()
-    loss.backward()
-    clip = config.optimizer.grad_clip
-    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), clip))
-    check_finite(step, gradient_norm=norm)
-    optimizer.step()
+        losses, norms = [], []
+        for _ in range(config.replay.epochs):
+            parts = np.array_split(rng.permutation(len(log_r)), config.replay.minibatches)
+            for part in parts:
+                index = torch.from_numpy(part)
+                replay = replay_trajectories(
+                    network, graph, graphs.machine, sampled.actions[index], sigma, masks
+                )
+                loss = _gflownet_loss(
+                    config,
+                    network,
+                    graph,
+                    masks,
+                    sigma,
+                    log_r[index],
+                    replay.log_pf.sum(dim=1),
+                    sampled.log_pb[index],
+                )
+                losses.append(float(loss.detach()))
+                norms.append(_update(config, network, optimizer, loss, step))
     return {
         "step": step + 1,
-        "loss": float(loss.detach()),
+        "loss": float(np.mean(losses)),
         "speedup": float(speedups.mean()),
         "log_reward": float(log_r.mean()),
         "log_z": float(zeta.detach().mean()),
         "sigma": sigma,
         "ops": float(graph.n_ops),
-        "grad_norm": norm,
+        "grad_norm": float(np.mean(norms)),
     }
+
+
+def _gflownet_loss(
+    config: TrainConfig,
+    network: GFlowNetPolicy,
+    graph: Graph,
+    masks: torch.Tensor,
+    sigma: float,
+    log_r: torch.Tensor,
+    log_pf: torch.Tensor,
+    log_pb: torch.Tensor,
+) -> torch.Tensor:
+    """The configured GFlowNet loss of trajectories of one graph at one temperature."""
+    if config.loss == "variance":
+        return log_partition_variance_loss(log_r, log_pf, log_pb)
+    empty = torch.from_numpy(
+        PartialSchedules(graph, config.proxy.machine(config.policy.n_devices), 1).features()
+    )
+    log_z = network.log_partition(empty, masks, torch.log(torch.tensor([sigma])))
+    return trajectory_balance_loss(log_z, log_r, log_pf, log_pb)
+
+
+def _update(
+    config: TrainConfig,
+    network: GFlowNetPolicy,
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    step: int,
+) -> float:
+    """One clipped Adam step on `loss`; returns the gradient norm before clipping.
+
+    Raises:
+        TrainingError: a non-finite loss or gradient (nothing is changed then).
+    """
+    check_finite(step, loss=float(loss.detach()))
+    optimizer.zero_grad()
+    loss.backward()
+    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), config.optimizer.grad_clip))
+    check_finite(step, gradient_norm=norm)
+    optimizer.step()
+    return norm
 
 
 def _ppo_step(
@@ -409,13 +505,7 @@ def _ppo_step(
                     ppo.clip,
                     entropy_weight,
                 )
-                check_finite(step, loss=float(loss.total.detach()))
-                optimizer.zero_grad()
-                loss.total.backward()
-                clip = config.optimizer.grad_clip
-                norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), clip))
-                check_finite(step, gradient_norm=norm)
-                optimizer.step()
+                norm = _update(config, network, optimizer, loss.total, step)
                 totals += [
                     float(loss.total.detach()),
                     norm,
