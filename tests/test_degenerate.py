@@ -265,7 +265,7 @@ def test_optimize_then_score(solver: str, graph_files: dict[str, Path], tmp_path
             "--objective",
             "makespan",
             "--devices",
-            "2",
+            str(LEARNED.get(solver, 2)),
             "--latency",
             "0.001",
             "--bandwidth",

@@ -24,6 +24,9 @@ from graphopt.learning.gflownet import (
     chunk_size,
     gflownet,
 )
+from graphopt.learning.networks.gflownet_config import GFLOWNET_FORMAT
+from graphopt.learning.saving import read_checkpoint
+from graphopt.learning.train_gflownet import TrainConfig
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
 from graphopt.solvers.candidates import top_candidates
@@ -152,3 +155,11 @@ def test_optimize_returns_and_the_cli_writes_the_top_k(checkpoint, tmp_path) -> 
     assert Scorer(graph, Machine(2)).score(first).makespan == result.value
     lone = CliRunner().invoke(app, [*args[:-4], "--target", "noisy:0.1"])
     assert lone.exit_code == 2 and "give --candidates DIR too" in lone.output
+
+
+def test_the_shipped_policy_is_the_shipped_configs_run() -> None:
+    path = SHIPPED / "gflownet-makespan-d4.pt"
+    record = read_checkpoint(path, GFLOWNET_FORMAT)
+    assert TrainConfig.from_dict(json.loads(record["train_config"])) == TrainConfig.load("gflownet")
+    result = gflownet().solve(problem(devices=4), Budget(evaluations=16), seed=0)
+    assert result.evaluations == 16 and result.solution.solver["name"] == "gflownet"

@@ -141,7 +141,9 @@ def test_replayed_updates_need_a_fixed_backward_policy_and_resume_exactly(
         TrainingError, match=r'replay \(more than one update per batch\) needs "backward"'
     ):
         tiny(toy_dataset, 4, replay={"epochs": 2, "minibatches": 2})
-    with pytest.raises(TrainingError, match=r"replay.minibatches must be at most sampling.trajectories \(8\)"):
+    with pytest.raises(
+        TrainingError, match=r"replay.minibatches must be at most sampling.trajectories \(8\)"
+    ):
         tiny(toy_dataset, 4, replay={"minibatches": 9})
     config = dataclasses.replace(tiny(toy_dataset, 4), backward="uniform")
     config = dataclasses.replace(

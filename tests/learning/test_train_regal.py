@@ -345,7 +345,7 @@ def test_nested_configs_name_fields_by_path(data, message) -> None:
 
 
 def test_shipped_policies_record_flat_configs_that_still_read() -> None:
-    for path in sorted(Path(str(SHIPPED_POLICIES)).glob("*.pt")):
+    for path in sorted(Path(str(SHIPPED_POLICIES)).glob("*-d2.pt")):
         stored = TrainConfig.from_dict(json.loads(load_policy(path).metadata["train_config"]))
         shipped = TrainConfig.load(path.stem.removesuffix("-d2"))
         # The runs were resumed for more steps, on the dataset built from the shipped config.
