@@ -480,7 +480,9 @@ class GFlowNetBench:
             title = f"Fig. 3 shape: {self.samples} schedules of a held-out 25-op ER graph per sigma"
             lines = [title, *(json.dumps(row) for row in rows)]
             write_rows(folder / "temperatures.csv", rows)
-            plot_temperatures(folder / "temperatures.png", speedups, title)
+            plot_temperatures(
+                folder / "temperatures.png", speedups, f"{self.samples} schedules per sigma"
+            )
             write_summary(folder, title, command, "\n".join(lines[1:]), rows)
             return lines, [folder / "temperatures.csv", folder / "temperatures.png"]
         if name == "losses":
@@ -506,7 +508,9 @@ class GFlowNetBench:
                 f"steps, {self.seeds} seeds per loss"
             )
             lines = [title, *(json.dumps(row) for row in rows)]
-            plot_curves(folder / "curves.png", curves, window, title)
+            plot_curves(
+                folder / "curves.png", curves, window, f"{self.seeds} seeds per loss (faint)"
+            )
             write_summary(folder, title, command, "\n".join(lines[1:]), rows)
             return lines, [folder / "curves.png", folder / "summary.md"]
         raise SolverError(f"unknown gflownet suite {suite!r}")
