@@ -117,6 +117,11 @@ def optimize(
             f"solver {solver!r} keeps one solution; top-K candidates come from a sampling "
             "solver (gflownet)"
         )
+    if candidates and candidates > chosen.max_candidates():
+        raise SolverError(
+            f"top-K needs K <= the {chosen.max_candidates()} schedules {solver} samples, "
+            f"got K = {candidates}"
+        )
     result = _with_bounds(problem, chosen.solve(problem, budget, seed, initial, progress))
     if candidates:
         record = dict(result.solution.solver)

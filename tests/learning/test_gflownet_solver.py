@@ -137,6 +137,10 @@ def test_optimize_returns_and_the_cli_writes_the_top_k(checkpoint, tmp_path) -> 
     assert spans == sorted(spans) and [c.solver["candidate"] for c in result.candidates] == list(
         range(1, len(spans) + 1)
     )
+    with pytest.raises(SolverError, match=r"top-K needs K <= the 1000 schedules gflownet"):
+        optimize(
+            graph, Machine(2), "makespan", "gflownet", 60, policy=str(checkpoint), candidates=1001
+        )
     with pytest.raises(SolverError, match="solver 'heft' keeps one solution"):
         optimize(graph, Machine(2), "makespan", "heft", 60, candidates=10)
     write_graph(graph, tmp_path / "g.json")

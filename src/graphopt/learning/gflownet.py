@@ -199,6 +199,10 @@ class GFlowNet(Solver):
             yield list(zip(placements, events, strict=True))
             left -= batch
 
+    def max_candidates(self) -> int:
+        """The schedules a run samples at most."""
+        return self.config.samples
+
     def top_candidates(self, problem: Problem, k: int) -> list[Solution]:
         """The `k` best distinct schedules of the last run, by the problem's proxy."""
         return top_candidates(problem, self.sampled, min(k, len(self.sampled)))

@@ -21,6 +21,10 @@ from graphopt.solvers.base import Problem, SolverError
 class CandidateSampler(Protocol):
     """A solver that keeps the schedules it sampled in its last run."""
 
+    def max_candidates(self) -> int:
+        """The most schedules a run samples (a K above it is refused before the run)."""
+        ...
+
     def top_candidates(self, problem: Problem, k: int) -> list[Solution]:
         """The `k` best distinct schedules of the last run (fewer when fewer were sampled)."""
         ...
