@@ -383,30 +383,36 @@ def _step(
     zeta = log_r + sampled.log_pb - sampled.log_pf
     if not replayed:
         loss = _gflownet_loss(
-            config, network, graph, masks, sigma, log_r, sampled.log_pf, sampled.log_pb
+            config,
+            network,
+            graph,
+            graphs.machine,
+            masks,
+            sigma,
+            log_r,
+            sampled.log_pf,
+            sampled.log_pb,
         )
         losses, norms = [float(loss.detach())], [_update(config, network, optimizer, loss, step)]
     else:
         losses, norms = [], []
-        for _ in range(config.replay.epochs):
-            parts = np.array_split(rng.permutation(len(log_r)), config.replay.minibatches)
-            for part in parts:
-                index = torch.from_numpy(part)
-                replay = replay_trajectories(
-                    network, graph, graphs.machine, sampled.actions[index], sigma, masks
-                )
-                loss = _gflownet_loss(
-                    config,
-                    network,
-                    graph,
-                    masks,
-                    sigma,
-                    log_r[index],
-                    replay.log_pf.sum(dim=1),
-                    sampled.log_pb[index],
-                )
-                losses.append(float(loss.detach()))
-                norms.append(_update(config, network, optimizer, loss, step))
+        for index in _minibatches(rng, len(log_r), config.replay.epochs, config.replay.minibatches):
+            replay = replay_trajectories(
+                network, graph, graphs.machine, sampled.actions[index], sigma, masks
+            )
+            loss = _gflownet_loss(
+                config,
+                network,
+                graph,
+                graphs.machine,
+                masks,
+                sigma,
+                log_r[index],
+                replay.log_pf.sum(dim=1),
+                sampled.log_pb[index],
+            )
+            losses.append(float(loss.detach()))
+            norms.append(_update(config, network, optimizer, loss, step))
     return {
         "step": step + 1,
         "loss": float(np.mean(losses)),
@@ -423,6 +429,7 @@ def _gflownet_loss(
     config: TrainConfig,
     network: GFlowNetPolicy,
     graph: Graph,
+    machine: Machine,
     masks: torch.Tensor,
     sigma: float,
     log_r: torch.Tensor,
@@ -432,11 +439,21 @@ def _gflownet_loss(
     """The configured GFlowNet loss of trajectories of one graph at one temperature."""
     if config.loss == "variance":
         return log_partition_variance_loss(log_r, log_pf, log_pb)
-    empty = torch.from_numpy(
-        PartialSchedules(graph, config.proxy.machine(config.policy.n_devices), 1).features()
-    )
+    empty = torch.from_numpy(PartialSchedules(graph, machine, 1).features())
     log_z = network.log_partition(empty, masks, torch.log(torch.tensor([sigma])))
     return trajectory_balance_loss(log_z, log_r, log_pf, log_pb)
+
+
+def _minibatches(
+    rng: np.random.Generator, batch: int, epochs: int, minibatches: int
+) -> Iterator[torch.Tensor]:
+    """Trajectory indices of each update, for replayed GFlowNet updates and PPO alike.
+
+    Each of `epochs` passes shuffles the batch and cuts it in `minibatches` near-equal parts.
+    """
+    for _ in range(epochs):
+        for part in np.array_split(rng.permutation(batch), minibatches):
+            yield torch.from_numpy(part)
 
 
 def _update(
@@ -490,29 +507,28 @@ def _ppo_step(
     entropy_weight = ppo.entropy_weight_at(progress)
     learning_rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
     totals = np.zeros(5)  # loss, gradient norm, entropy, clip fraction, approximate KL
+    batch = sampled.actions.shape[0]
     with _learning_rate(optimizer, learning_rate):
-        for _ in range(ppo.epochs):
-            for part in np.array_split(rng.permutation(sampled.actions.shape[0]), ppo.minibatches):
-                index = torch.from_numpy(part)
-                replay = replay_trajectories(
-                    network, graph, machine, sampled.actions[index], ppo.sigma, masks
-                )
-                loss = ppo_loss(
-                    replay.log_pf,
-                    sampled.step_log_pf[index],
-                    advantages[index],
-                    replay.entropy,
-                    ppo.clip,
-                    entropy_weight,
-                )
-                norm = _update(config, network, optimizer, loss.total, step)
-                totals += [
-                    float(loss.total.detach()),
-                    norm,
-                    float(loss.entropy),
-                    float(loss.clip_fraction),
-                    float(loss.approx_kl),
-                ]
+        for index in _minibatches(rng, batch, ppo.epochs, ppo.minibatches):
+            replay = replay_trajectories(
+                network, graph, machine, sampled.actions[index], ppo.sigma, masks
+            )
+            loss = ppo_loss(
+                replay.log_pf,
+                sampled.step_log_pf[index],
+                advantages[index],
+                replay.entropy,
+                ppo.clip,
+                entropy_weight,
+            )
+            norm = _update(config, network, optimizer, loss.total, step)
+            totals += [
+                float(loss.total.detach()),
+                norm,
+                float(loss.entropy),
+                float(loss.clip_fraction),
+                float(loss.approx_kl),
+            ]
     means = totals / ppo.updates
     zeta = log_r + sampled.log_pb - sampled.log_pf
     return {
