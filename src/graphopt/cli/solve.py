@@ -322,16 +322,14 @@ def _write_candidates(
     seed: int,
 ) -> dict[str, Any]:
     """Writes each candidate as candidate-NNNN.json and their report as report.json."""
-    from graphopt.evaluation.candidates import candidate_report
+    from graphopt.evaluation.candidates import score_candidates
     from graphopt.ir.io import write_solution
     from graphopt.solvers.base import Problem
 
     directory.mkdir(parents=True, exist_ok=True)
     for rank, candidate in enumerate(kept, start=1):
         write_solution(graph, candidate, directory / f"candidate-{rank:04d}.json")
-    problem = Problem(graph, machine, objective)
-    schedules = [(candidate.placement, candidate.order) for candidate in kept]
-    report = candidate_report(problem, schedules, len(kept), targets, seed)
+    report = score_candidates(Problem(graph, machine, objective), kept, targets, seed)
     document = {
         "graph": graph.name,
         "k": report.k,

@@ -17,6 +17,7 @@ import numpy as np
 from graphopt.costmodels.score import Scorer
 from graphopt.costmodels.targets import TargetModel
 from graphopt.evaluation.diversity import Diversity, pairwise_diversity
+from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem
 from graphopt.solvers.candidates import top_candidates
 
@@ -50,7 +51,13 @@ def candidate_report(
     Raises:
         SolverError: when k < 1 or fewer than k schedules are given.
     """
-    kept = top_candidates(problem, schedules, k)
+    return score_candidates(problem, top_candidates(problem, schedules, k), targets, seed)
+
+
+def score_candidates(
+    problem: Problem, kept: Sequence[Solution], targets: Sequence[TargetModel], seed: int = 0
+) -> CandidateReport:
+    """The report of candidates already chosen (e.g. `optimize(candidates=K)`'s), as they are."""
     proxy = [problem.scorer.score(solution).speedup for solution in kept]
     by_target = {}
     for target in targets:

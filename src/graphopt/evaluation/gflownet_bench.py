@@ -90,8 +90,11 @@ def brkga_schedules(problem: Problem, evaluations: int, seed: int) -> Schedules:
     return [(solution.placement, solution.order) for solution in decoded]
 
 
-def policy_schedules(problem: Problem, policy: str, samples: int, seed: int) -> Schedules:
-    """`samples` schedules drawn from the checkpoint at `policy` at its sampling temperature."""
+def policy_schedules(problem: Problem, policy: str | None, samples: int, seed: int) -> Schedules:
+    """`samples` schedules drawn from a checkpoint at its sampling temperature.
+
+    `policy` None samples the shipped policy (the solver finds it, or says none fits).
+    """
     sampler = GFlowNet(GFlowNetSamplerConfig(policy, samples=samples))
     rng = np.random.default_rng(seed)
     return [schedule for batch in sampler.batches(problem, rng) for schedule in batch]
@@ -193,7 +196,7 @@ def test_graphs(per_family: int, n_ops: int) -> list[Graph]:
 
 
 def generalization(
-    policies: dict[str, str],
+    policies: dict[str, str | None],
     per_family: int,
     n_ops: int,
     samples: int,
@@ -203,7 +206,8 @@ def generalization(
     """Table 2: each method on held-out graphs of the five families (one seed per graph).
 
     Args:
-        policies: method name ('gflownet', 'ppo') -> trained checkpoint, zero-shot here.
+        policies: method name ('gflownet', 'ppo') -> trained checkpoint (None: the shipped
+            one), zero-shot here.
         per_family: test graphs per family.
         n_ops: ops per test graph (paper 004: 50, the training size).
         samples: schedules drawn from each policy.
@@ -228,7 +232,7 @@ def generalization(
 
 
 def temperature_sweep(
-    policy: str, sigmas: Sequence[float], samples: int, n_ops: int
+    policy: str | None, sigmas: Sequence[float], samples: int, n_ops: int
 ) -> dict[float, np.ndarray]:
     """Fig. 3: the speedups of `samples` schedules of a held-out Erdos-Renyi graph per sigma."""
     graph = generate("erdos_renyi", n_ops, seed=TEST_SEED)
@@ -416,15 +420,6 @@ class GFlowNetBench:
     ppo_policy: str | None = None
     config: str = "gflownet"
 
-    def shipped(self) -> str:
-        """The GFlowNet checkpoint to sample: `policy` or the shipped one."""
-        from graphopt.learning.regal import shipped_policy_path
-
-        path = self.policy or shipped_policy_path("gflownet", "makespan", DEVICES)
-        if path is None:
-            raise SolverError(f"no shipped gflownet policy for {DEVICES} devices; pass --policy")
-        return path
-
     def run(
         self, suite: str, folder: Path, command: str, progress: Progress
     ) -> tuple[list[str], list[Path]]:
@@ -448,7 +443,7 @@ class GFlowNetBench:
                     f"{self.seeds} seeds (mean ± 95% CI half-width over seeds)"
                 )
             else:
-                policies = {"gflownet": self.shipped()}
+                policies: dict[str, str | None] = {"gflownet": self.policy}
                 if self.ppo_policy is not None:
                     policies["ppo"] = self.ppo_policy
                 rows = generalization(
@@ -465,7 +460,7 @@ class GFlowNetBench:
             files = [folder / "runs.csv", folder / "summary.md", folder / "summary.json"]
             return [title, table], files
         if name == "temperature":
-            speedups = temperature_sweep(self.shipped(), SIGMAS, self.samples, 25)
+            speedups = temperature_sweep(self.policy, SIGMAS, self.samples, 25)
             rows = [
                 {
                     "sigma": sigma,
