@@ -14,6 +14,8 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +121,14 @@ def exact_fields(
 ) -> dict[str, Any]:
     """`value` if it is a dict with every required field and no field outside both lists."""
     return record_fields(value, where, required, optional, CheckpointError, "a dict")
+
+
+@cache
+def shipped_policy_path(method: str, objective: str, n_devices: int) -> str | None:
+    """The packaged checkpoint of any learned system for an objective and device count, or None.
+
+    Shipped policies are `graphopt/policies/<method>-<objective>-d<devices>.pt`. Looked up once
+    per process: a compiler solves many graphs with one policy.
+    """
+    path = resources.files("graphopt.policies").joinpath(f"{method}-{objective}-d{n_devices}.pt")
+    return str(path) if path.is_file() else None

@@ -27,10 +27,9 @@ import torch
 from graphopt.configs import read_config
 from graphopt.ir.solution import Solution
 from graphopt.learning.encoders.topoformer import relation_masks
-from graphopt.learning.formats import CheckpointError, json_field
+from graphopt.learning.formats import CheckpointError, json_field, shipped_policy_path
 from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
 from graphopt.learning.networks.gflownet_config import GFLOWNET_FORMAT, GFlowNetConfig
-from graphopt.learning.regal import shipped_policy_path
 from graphopt.learning.runs import TrainingError
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.train_gflownet import TrainConfig

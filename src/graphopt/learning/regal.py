@@ -36,7 +36,7 @@ from graphopt.learning.envs.regal import (
     steered_search,
 )
 from graphopt.learning.features import build_features
-from graphopt.learning.formats import CheckpointError
+from graphopt.learning.formats import CheckpointError, shipped_policy_path
 from graphopt.learning.numpy_policy import NumpyPolicy
 from graphopt.learning.numpy_policy import load as load_numpy_policy
 from graphopt.learning.numpy_policy import predict_genes as predict_numpy_genes
@@ -81,16 +81,6 @@ class RegalConfig:
     def __post_init__(self) -> None:
         if self.search not in SEARCHES:
             raise SolverError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
-
-
-@cache
-def shipped_policy_path(method: str, objective: str, n_devices: int) -> str | None:
-    """The packaged checkpoint for a method, objective and device count, or None.
-
-    Looked up once per process: a compiler solves many graphs with one policy.
-    """
-    path = resources.files("graphopt.policies").joinpath(f"{method}-{objective}-d{n_devices}.pt")
-    return str(path) if path.is_file() else None
 
 
 NUMPY_INFERENCE = True
