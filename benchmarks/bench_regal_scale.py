@@ -229,7 +229,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
 
-    from graphopt.learning.regal import PHASES, shipped_policy_path
+    from graphopt.learning.formats import shipped_policy_path
+    from graphopt.learning.regal import PHASES
 
     console = Console(emoji=False, highlight=False, width=220)
     rows = []

@@ -44,8 +44,8 @@ from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
 from graphopt.learning.features import FeatureRun, node_feature_names
+from graphopt.learning.formats import shipped_policy_path
 from graphopt.learning.networks.regal import greedy_actions
-from graphopt.learning.regal import shipped_policy_path
 from graphopt.learning.runs import spread
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA, GeneDistributions

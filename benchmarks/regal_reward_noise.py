@@ -32,8 +32,8 @@ from graphopt.datasets import Dataset
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
+from graphopt.learning.formats import shipped_policy_path
 from graphopt.learning.networks.regal import greedy_actions, sample_actions
-from graphopt.learning.regal import shipped_policy_path
 from graphopt.learning.runs import spread
 
 

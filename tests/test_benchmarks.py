@@ -22,7 +22,7 @@ import pytest
 
 from graphopt.datasets import Dataset, DatasetConfig, build_dataset
 from graphopt.learning.checkpoints import load_policy
-from graphopt.learning.regal import shipped_policy_path
+from graphopt.learning.formats import shipped_policy_path
 
 ROOT = Path(__file__).parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -274,3 +274,15 @@ def test_bench_cli_cold(tmp_path: Path) -> None:
             for u in ("seconds", "cpu_seconds")
         ],
     )
+
+
+def test_gflownet_target(tmp_path: Path) -> None:
+    out = tmp_path / "target.json"
+    run_script("gflownet_target.py", "--samples", "30", "--ops", "12", "--json", out)
+    rows = json.loads(out.read_text())
+    assert len(rows) == 2
+    for row in rows:
+        assert row["sampler_best"] >= row["sampler_mean"] > 0
+        for sigma in ("1", "0.01"):
+            assert 1.0 <= row[f"ess_sigma_{sigma}"] <= 30 + 1e-9
+            assert 0 < row[f"target_mean_sigma_{sigma}"] <= row["sampler_best"] + 1e-9

@@ -22,10 +22,11 @@ from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import load_policy, policy_record
 from graphopt.learning.envs.regal import compute_features
+from graphopt.learning.formats import shipped_policy_path
 from graphopt.learning.inference import predict_genes
 from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
 from graphopt.learning.records import REGAL_FORMAT
-from graphopt.learning.regal import PHASES, Regal, RegalConfig, shipped_policy_path, timed_solve
+from graphopt.learning.regal import PHASES, Regal, RegalConfig, timed_solve
 from graphopt.learning.saving import save_checkpoint
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder

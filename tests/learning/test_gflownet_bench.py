@@ -82,7 +82,7 @@ def test_the_cli_runs_the_temperature_sweep_and_the_loss_curves(
     assert run.exit_code == 0, run.output
     with (out / "gflownet-temperature" / "temperatures.csv").open() as file:
         sweep = list(csv.DictReader(file))
-    assert [float(r["sigma"]) for r in sweep] == [1.0, 0.1, 0.01, 0.005]
+    assert [float(r["sigma"]) for r in sweep] == [1.0, 0.1, 0.05, 0.01, 0.005, 0.002]
     assert (out / "gflownet-temperature" / "temperatures.png").stat().st_size > 0
     config = tmp_path / "tiny.json"
     config.write_text(
@@ -103,3 +103,34 @@ def test_the_cli_runs_the_temperature_sweep_and_the_loss_curves(
     assert all(Path(f).exists() for f in files) and len(lines) == 3
     bad = CliRunner().invoke(app, ["bench", "gflownet-nothing", "-o", str(out)])
     assert bad.exit_code == 2
+
+
+def test_the_real_world_suite_trains_on_zoo_graphs_and_tests_on_unseen_ones(
+    monkeypatch, tmp_path
+) -> None:
+    from graphopt.datasets import ZooSource
+    from graphopt.evaluation import gflownet_bench
+
+    monkeypatch.setattr(gflownet_bench, "REAL_TRAIN", (ZooSource("wavenet-tiny"),))
+    monkeypatch.setattr(gflownet_bench, "REAL_TEST", (ZooSource("vit-tiny"),))
+    config = tmp_path / "tiny.json"
+    config.write_text(
+        json.dumps(
+            {
+                "policy": {"n_devices": 4, "hidden": 16, "layers": 1, "heads": 4},
+                "sampling": {"trajectories": 4, "subgraph_ops": 30, "validation_samples": 2},
+                "ppo": {"epochs": 1, "minibatches": 2},
+                "run": {"validation_graphs": 1},
+            }
+        )
+    )
+    bench = GFlowNetBench(steps=2, ppo_steps=1, samples=4, evaluations=300, config=str(config))
+    lines, _ = bench.run("gflownet-real", tmp_path / "real", "cmd", lambda _: None)
+    rows = list(csv.DictReader((tmp_path / "real" / "runs.csv").open()))
+    methods = ["list-scheduling", "brkga", "gflownet", "ppo", "gflownet-synthetic"]
+    assert [r["method"] for r in rows] == methods
+    assert {r["graph"] for r in rows} == {"vit-tiny.inference"} and lines[0].startswith("Table 3")
+    for method in ("gflownet", "ppo"):
+        logged = list(csv.DictReader((tmp_path / "real" / "runs" / method / "log.csv").open()))
+        sizes = {float(r["ops"]) for r in logged if r["ops"]}
+        assert sizes and max(sizes) <= 45  # sub-graphs of the 69-op graph, never the test graph

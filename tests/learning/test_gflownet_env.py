@@ -14,6 +14,7 @@ from graphopt.learning.envs.gflownet import (
     feature_names,
     log_reward,
 )
+from graphopt.solvers.list_scheduling import bottom_levels
 from strategies import random_graph
 
 
@@ -46,12 +47,16 @@ class PlainSchedule:
             last[self.device[j]] = j
         return {j for j in last.values() if j not in read}
 
-    def add(self, op: int, device: int) -> None:
+    def start_on(self, op: int, device: int) -> float:
         m = self.machine
         begin = max((self.finish[j] for j in self.order if self.device[j] == device), default=0.0)
         for t, p in self.producers(op):
             duration = m.latency + self.graph.tensor_size[t] / m.bandwidth
             begin = max(begin, self.finish[p] + (duration if self.device[p] != device else 0.0))
+        return begin
+
+    def add(self, op: int, device: int) -> None:
+        begin = self.start_on(op, device)
         self.device[op] = device
         self.start[op] = begin
         self.finish[op] = begin + float(self.graph.op_runtime[op])
@@ -75,10 +80,15 @@ def random_trajectories(
     plain = [PlainSchedule(graph, machine) for _ in range(batch)]
     while not env.done:
         forward, backward = env.forward_mask(), env.backward_mask()
+        starts = env.earliest_starts()
         ops = np.empty(batch, dtype=np.int64)
         for b, twin in enumerate(plain):
             assert set(np.flatnonzero(forward[b]).tolist()) == twin.ready()
             assert set(np.flatnonzero(backward[b]).tolist()) == twin.removable()
+            for j in range(graph.n_ops):
+                for k in range(machine.n_devices):
+                    expected = twin.start_on(j, k) if j in twin.ready() else 0.0
+                    assert starts[b, j, k] == pytest.approx(expected, rel=1e-12, abs=1e-12)
             ops[b] = rng.choice(np.flatnonzero(forward[b]))
         devices = rng.integers(0, machine.n_devices, batch)
         env.step(ops, devices)
@@ -134,6 +144,29 @@ def test_features_follow_the_state() -> None:
     assert np.array_equal(after[:, :, names.index("can_remove")], env.backward_mask())
     runtime = after[0, :, names.index("runtime")]
     assert runtime.mean() == pytest.approx(1.0, rel=1e-5)
+
+
+def test_the_list_prior_prefers_critical_ops_that_can_start_first() -> None:
+    rng = np.random.default_rng(5)
+    graph = random_graph(rng, 14, 0.3)
+    machine = MACHINES["async"]
+    env = PartialSchedules(graph, machine, 3)
+    unit = graph.total_runtime / graph.n_ops
+    bottom = bottom_levels(graph) / unit
+    while not env.done:
+        prior, ready, starts = env.list_prior(), env.forward_mask(), env.earliest_starts()
+        assert prior.shape == (3, graph.n_ops, machine.n_devices, 2) and prior.dtype == np.float32
+        for b in range(3):
+            first = starts[b][ready[b]].min()
+            for j in range(graph.n_ops):
+                if not ready[b, j]:
+                    assert not prior[b, j].any()
+                    continue
+                assert np.allclose(prior[b, j, :, 0], bottom[j], rtol=1e-6)
+                assert np.allclose(prior[b, j, :, 1], (first - starts[b, j]) / unit, rtol=1e-6)
+            assert prior[b, ready[b], :, 1].max() == 0.0
+        ops = np.array([rng.choice(np.flatnonzero(ready[b])) for b in range(3)])
+        env.step(ops, rng.integers(0, machine.n_devices, 3))
 
 
 def test_invalid_actions_are_refused_and_change_nothing() -> None:

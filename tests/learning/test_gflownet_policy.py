@@ -12,10 +12,16 @@ from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
 from graphopt.learning.encoders.topoformer import RELATIONS, relation_masks
 from graphopt.learning.envs.gflownet import PartialSchedules, feature_names, log_reward
-from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.networks.gflownet import (
+    GFlowNetPolicy,
+    replay_trajectories,
+    sample_trajectories,
+)
 from graphopt.learning.networks.gflownet_config import GFlowNetConfig
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
 from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
+from graphopt.solvers.base import Budget, Objective, Problem
+from graphopt.solvers.registry import make_solver
 
 SMALL = GFlowNetConfig(n_devices=2, hidden=16, layers=2, heads=4, condition=8)
 
@@ -184,3 +190,31 @@ def test_asking_for_some_rows_gives_those_rows_of_the_full_encoding() -> None:
     picked = torch.arange(3)[:, None]
     assert torch.allclose(forward, full_forward[picked, rows], atol=1e-5)
     assert torch.allclose(backward, full_backward[picked, rows], atol=1e-5)
+
+
+def test_the_list_prior_starts_the_policy_as_a_randomized_list_scheduler() -> None:
+    g = generate("erdos_renyi", 30, seed=4)
+    machine = Machine(n_devices=4)
+    problem = Problem(g, machine, Objective.MAKESPAN)
+    listed = make_solver("critical-path").solve(problem, Budget(evaluations=1), seed=0)
+    list_speedup = g.total_runtime / listed.solution.objective["makespan"]
+    scorer = Scorer(g, machine)
+    means = {}
+    for prior in ("none", "list"):
+        torch.manual_seed(0)
+        policy = GFlowNetPolicy(GFlowNetConfig(n_devices=4, hidden=16, heads=4, prior=prior))
+        with torch.no_grad():
+            sampled = sample_trajectories(
+                policy, g, machine, 32, 0.005, torch.Generator().manual_seed(1)
+            )
+            replay = replay_trajectories(policy, g, machine, sampled.actions, 0.005)
+        assert torch.allclose(replay.log_pf.sum(dim=1), sampled.log_pf, atol=1e-3)
+        speedups = sampled.schedules.speedups(scorer)
+        means[prior] = speedups.mean()
+        if prior == "list":
+            assert speedups.max() >= 0.9 * list_speedup, (speedups.max(), list_speedup)
+            assert len({tuple(o) for o in sampled.schedules.order.tolist()}) > 16  # still random
+            x = torch.from_numpy(PartialSchedules(g, machine, 1).features())
+            with pytest.raises(ValueError, match="needs the states' list_prior"):
+                policy(x, relation_masks(g), torch.zeros(1))
+    assert means["list"] > means["none"] + 0.5, means

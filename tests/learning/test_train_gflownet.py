@@ -20,7 +20,7 @@ from graphopt.ir.io import write_graph
 from graphopt.learning.envs.gflownet import connected_subgraph
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.runs import TrainingError
-from graphopt.learning.train_gflownet import TrainConfig, train
+from graphopt.learning.train_gflownet import TrainConfig, _graph_files, train
 
 SHIPPED = Path(__file__).parents[2] / "src" / "graphopt" / "policies"
 
@@ -131,7 +131,22 @@ def test_a_run_can_train_and_validate_on_one_graph_file(tmp_path) -> None:
     assert state.step == 3 and {r["ops"] for r in logged if r["ops"]} == {"14.0"}
     assert logged[-1]["validation_speedup"]
     with pytest.raises(GraphoptError, match="missing.json"):
-        train(tiny(f"graph:{tmp_path / 'missing.json'}", 3), tmp_path / "other")
+        train(tiny(f"graph:{tmp_path / 'one.json'},{tmp_path / 'missing.json'}", 3), tmp_path / "o")
+
+
+def test_a_run_trains_on_several_graph_files_and_validates_on_the_smallest(tmp_path) -> None:
+    sizes = (20, 10, 14)
+    paths = [tmp_path / f"g{n}.json" for n in sizes]
+    for n, path in zip(sizes, paths, strict=True):
+        write_graph(generate("layered", n, seed=n), path)
+    config = tiny("graph:" + ",".join(map(str, paths)), 12, sampling={"subgraph_ops": 30})
+    graphs, train_ids, valid_ids = _graph_files(config, config.proxy.machine(2))
+    assert train_ids.tolist() == [0, 1, 2] and valid_ids.tolist() == [1, 2]
+    assert [graphs.get("valid", i)[0].n_ops for i in valid_ids] == [10, 14]
+    train(config, tmp_path / "run")
+    assert {r["ops"] for r in rows(tmp_path / "run") if r["ops"]} == {"20.0", "10.0", "14.0"}
+    with pytest.raises(TrainingError, match="an empty graph path"):
+        train(tiny(f"graph:{paths[0]},", 1), tmp_path / "stray")
 
 
 def test_replayed_updates_need_a_fixed_backward_policy_and_resume_exactly(

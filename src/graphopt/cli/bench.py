@@ -16,10 +16,11 @@ from graphopt.progress import progress_bar
 GFLOWNET_SUITES = (
     "gflownet-robustness",
     "gflownet-generalization",
+    "gflownet-real",
     "gflownet-temperature",
     "gflownet-losses",
 )
-"""Paper 004's tables 1-2 and figures 3-4 (`graphopt.evaluation.gflownet_bench`)."""
+"""Paper 004's tables 1-3 and figures 3-4 (`graphopt.evaluation.gflownet_bench`)."""
 
 
 def _parse_budgets(text: str) -> list[int]:
@@ -95,10 +96,11 @@ def bench(
         typer.Option(help="gflownet-generalization: also sample this PPO checkpoint."),
     ] = None,
     steps: Annotated[
-        int, typer.Option(min=1, help="gflownet-robustness/-losses: training steps per run.")
+        int, typer.Option(min=1, help="gflownet-robustness/-real/-losses: training steps per run.")
     ] = 200,
     ppo_steps: Annotated[
-        int, typer.Option(min=0, help="gflownet-robustness: PPO's training steps (0: no PPO).")
+        int,
+        typer.Option(min=0, help="gflownet-robustness/-real: PPO's training steps (0: no PPO)."),
     ] = 0,
     samples: Annotated[
         int, typer.Option(min=1, help="gflownet-* suites: schedules sampled per policy.")

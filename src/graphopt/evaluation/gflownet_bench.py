@@ -1,4 +1,4 @@
-"""Paper 004's experiments in the shape of its tables 1-2 and figures 3-4 (`graphopt bench`).
+"""Paper 004's experiments in the shape of its tables 1-3 and figures 3-4 (`graphopt bench`).
 
 Every method gives a set of candidate schedules of one graph, ranked by the proxy (contract
 section 5, free transfers, 4 devices); the top K (100) are re-scored on three target models and
@@ -15,7 +15,8 @@ one term dominating).
 
 Suites: `robustness` (table 1: one real zoo graph, a policy trained on it per seed),
 `generalization` (table 2: a policy trained on 50-op Erdos-Renyi and layered graphs, tested on
-held-out graphs of five families), `temperature` (fig. 3: speedups sampled at several sigma)
+held-out graphs of five families), `real` (table 3: policies trained on 8 real zoo graphs,
+tested on 4 unseen ones), `temperature` (fig. 3: speedups sampled at several sigma)
 and `losses` (fig. 4: mean sampled speedup during training, log-partition variance against
 trajectory balance).
 """
@@ -33,8 +34,10 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.targets import TargetModel
+from graphopt.datasets import ZooSource
 from graphopt.evaluation.candidates import CandidateReport, candidate_report
 from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.zoo_real import zoo_graphs
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import write_graph
@@ -56,6 +59,29 @@ TEST_SEED = 1_000_000
 """Test graphs are generated from seeds at and above this, which no dataset config uses."""
 ROBUSTNESS_GRAPH = "vit-tiny"
 """Table 1's real graph: the zoo's ViT inference graph (93 ops)."""
+REAL_TRAIN = (
+    ZooSource("vit-tiny"),
+    ZooSource("bert-tiny"),
+    ZooSource("llama-tiny"),
+    ZooSource("lstm-lm-tiny", training=True),
+    ZooSource("t5-tiny"),
+    ZooSource("vit-tiny", training=True),
+    ZooSource("lstm-lm-tiny"),
+    ZooSource("gnmt-tiny"),
+)
+"""Table 3's 8 training graphs (89-586 ops; critical-path list scheduling's speedup on 4 devices
+1.24-2.92): six model families, inference and training steps."""
+REAL_VALIDATION = 4
+"""Table 3 validates on the 4 smallest training graphs, whole (89-149 ops): sampling the larger
+ones (up to 586 ops) 32 times would cost minutes per validation."""
+REAL_TEST = (
+    ZooSource("resnet-tiny"),
+    ZooSource("inception-tiny"),
+    ZooSource("wavenet-tiny"),
+    ZooSource("gpt2-tiny"),
+)
+"""Table 3's 4 test graphs (69-127 ops, list scheduling's speedup 1.18-2.29), of four families
+no training graph is from (paper 004 E.6: 4 unseen graphs of a dozen to 128 ops)."""
 
 Schedules = list[tuple[np.ndarray, np.ndarray]]
 Progress = Callable[[str], None]
@@ -214,8 +240,22 @@ def generalization(
         evaluations: BRKGA's budget.
         progress: told which graph runs.
     """
+    rows = compare(test_graphs(per_family, n_ops), policies, samples, evaluations, progress)
+    for row in rows:
+        row["family"] = row["graph"].split("_n")[0]
+    return rows
+
+
+def compare(
+    graphs: Sequence[Graph],
+    policies: dict[str, str | None],
+    samples: int,
+    evaluations: int,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """List scheduling, BRKGA (seeded by the graph's position) and each policy on each graph."""
     rows = []
-    for index, graph in enumerate(test_graphs(per_family, n_ops)):
+    for index, graph in enumerate(graphs):
         problem = Problem(graph, Machine(DEVICES), Objective.MAKESPAN)
         progress(f"{graph.name}")
         sets = {
@@ -224,11 +264,50 @@ def generalization(
         }
         for method, policy in policies.items():
             sets[method] = policy_schedules(problem, policy, samples, index)
-        for method, schedules in sets.items():
-            row = report_row(method, 0, graph, problem, schedules)
-            row["family"] = graph.name.split("_n")[0]
-            rows.append(row)
+        rows += [report_row(method, 0, graph, problem, found) for method, found in sets.items()]
     return rows
+
+
+def real_world(
+    base: TrainConfig,
+    output: Path,
+    steps: int,
+    ppo_steps: int,
+    samples: int,
+    evaluations: int,
+    progress: Progress,
+    zero_shot: str | None = None,
+) -> list[dict[str, Any]]:
+    """Table 3: policies trained on `REAL_TRAIN` zoo graphs, tested on the unseen `REAL_TEST`.
+
+    The GFlowNet (`steps`) and PPO (`ppo_steps`, 0: no PPO) train with the `base` config on
+    random connected 25-75-op sub-graphs of the training graphs (section 3.3), validated on the
+    `REAL_VALIDATION` smallest whole ones; `zero_shot` (None: the shipped GFlowNet, trained on
+    synthetic graphs only) samples beside them as 'gflownet-synthetic'. Existing runs in
+    `output`/runs are resumed, so a rerun only evaluates.
+    """
+    output.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for graph in zoo_graphs(REAL_TRAIN):
+        paths.append(output / f"{graph.name}.json")
+        write_graph(graph, paths[-1])
+    trained: dict[str, str | None] = {}
+    for method, method_steps in (("gflownet", steps), ("ppo", ppo_steps)):
+        if method_steps:
+            trained[method] = train_policy(
+                base,
+                output / "runs" / method,
+                progress,
+                dataset=GRAPH_PREFIX + ",".join(str(path) for path in paths),
+                loss="variance" if method == "gflownet" else method,
+                run={
+                    "steps": method_steps,
+                    "validate_every": max(method_steps // 6, 1),
+                    "validation_graphs": REAL_VALIDATION,
+                },
+            )
+    trained["gflownet-synthetic"] = zero_shot
+    return compare(zoo_graphs(REAL_TEST), trained, samples, evaluations, progress)
 
 
 def temperature_sweep(
@@ -389,8 +468,9 @@ TABLE_COLUMNS = (
 )
 """Tables 1 and 2's columns: proxy speedup of the best and of the top K, each target's mean
 speedup over the top K, and the diversity of the top K."""
-SIGMAS = (1.0, 0.1, 0.01, 0.005)
-"""Fig. 3's temperatures: the training range's ends, and the inference one (below it)."""
+SIGMAS = (1.0, 0.1, 0.05, 0.01, 0.005, 0.002)
+"""Fig. 3's temperatures: paper 004's training range [0.01, 1] and the shipped policy's
+[0.002, 0.05] with the inference one, 0.005, inside it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -399,15 +479,16 @@ class GFlowNetBench:
 
     Attributes:
         seeds: table 1's seeds (a policy trained per seed) and fig. 4's runs per loss.
-        steps: training steps per run (tables 1, fig. 4).
-        ppo_steps: PPO's training steps in table 1 (0: no PPO row; a PPO step costs about four
-            GFlowNet steps).
+        steps: training steps per run (tables 1 and 3, fig. 4).
+        ppo_steps: PPO's training steps in tables 1 and 3 (0: no PPO row; a PPO step costs
+            about four GFlowNet steps).
         samples: schedules sampled per policy (paper 004: 1,000).
         evaluations: BRKGA's budget.
         per_family: table 2's test graphs per family.
-        policy: the GFlowNet checkpoint of table 2 and fig. 3 (None: the shipped one).
+        policy: the GFlowNet checkpoint of table 2, fig. 3 and table 3's synthetic-trained row
+            (None: the shipped one).
         ppo_policy: a PPO checkpoint table 2 also samples (None: no PPO row).
-        config: the training config of tables 1 and fig. 4 (a file or a shipped name).
+        config: the training config of tables 1 and 3 and fig. 4 (a file or a shipped name).
     """
 
     seeds: int = 3
@@ -426,8 +507,23 @@ class GFlowNetBench:
         """Runs one suite into `folder`; returns its summary lines and the files written."""
         name = suite.removeprefix("gflownet-")
         folder.mkdir(parents=True, exist_ok=True)
-        if name in ("robustness", "generalization"):
-            if name == "robustness":
+        if name in ("robustness", "generalization", "real"):
+            if name == "real":
+                rows = real_world(
+                    TrainConfig.load(self.config),
+                    folder,
+                    self.steps,
+                    self.ppo_steps,
+                    self.samples,
+                    self.evaluations,
+                    progress,
+                    self.policy,
+                )
+                title = (
+                    f"Table 3 shape: trained on {len(REAL_TRAIN)} real zoo graphs, tested on "
+                    f"{len(REAL_TEST)} unseen ones, top {TOP_K} (mean ± 95% CI over graphs)"
+                )
+            elif name == "robustness":
                 rows = robustness(
                     TrainConfig.load(self.config),
                     folder,

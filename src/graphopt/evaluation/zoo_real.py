@@ -22,7 +22,7 @@ from typing import Any
 from graphopt.costmodels.machine import Machine
 from graphopt.datasets import ZooSource
 from graphopt.ir.graph import Graph
-from graphopt.learning.regal import shipped_policy_path
+from graphopt.learning.formats import shipped_policy_path
 from graphopt.optimize import DEFAULT_SECONDS
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
 from graphopt.solvers.registry import make_solver

@@ -185,7 +185,9 @@ class TrainConfig:
     Attributes:
         name: the run's name.
         dataset: a built dataset directory, a dataset config JSON, a shipped config name, or
-            `graph:PATH`: one graph file, trained and validated on (paper 004 table 1).
+            `graph:PATH[,PATH...]`: graph files, trained on (random connected sub-graphs of
+            those above `sampling.subgraph_ops`) and validated on whole, the
+            `run.validation_graphs` smallest of them (paper 004 tables 1 and 3).
         loss: 'variance' (paper 004's), 'balance' (trajectory balance, the ablation) or 'ppo'
             (the PPO baseline).
         backward: 'learned' (paper 004: the backward head's P_B) or 'uniform' (a fixed P_B,
@@ -257,7 +259,7 @@ class TrainConfig:
 
 
 GRAPH_PREFIX = "graph:"
-"""A `dataset` naming one graph file: the run trains and validates on that graph alone."""
+"""A `dataset` naming graph files, comma-separated, instead of a built dataset."""
 
 LOG_COLUMNS = (
     "step",
@@ -306,9 +308,7 @@ def train(
     write_config(run_dir, config)
     machine = config.proxy.machine(config.policy.n_devices)
     if config.dataset.startswith(GRAPH_PREFIX):
-        graph = read_graph(config.dataset.removeprefix(GRAPH_PREFIX))
-        graphs = _Graphs({"train": [graph], "valid": [graph]}, machine)
-        train_ids = valid_ids = np.zeros(1, dtype=np.int64)
+        graphs, train_ids, valid_ids = _graph_files(config, machine)
     else:
         dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
         splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
@@ -327,6 +327,18 @@ def train(
         )
     finally:
         log.close()
+
+
+def _graph_files(config: TrainConfig, machine: Machine) -> tuple[_Graphs, np.ndarray, np.ndarray]:
+    """The graphs of a `graph:` dataset: all trained on, the smallest validated on."""
+    paths = [path.strip() for path in config.dataset.removeprefix(GRAPH_PREFIX).split(",")]
+    if not all(paths):
+        raise TrainingError(f"dataset {config.dataset!r}: an empty graph path (a stray comma?)")
+    files = [read_graph(path) for path in paths]
+    train_ids = np.arange(len(files))
+    sizes = np.array([graph.n_ops for graph in files])
+    valid_ids = np.sort(np.argsort(sizes, kind="stable")[: config.run.validation_graphs])
+    return _Graphs({"train": files, "valid": files}, machine), train_ids, valid_ids
 
 
 class _Graphs:

@@ -33,6 +33,7 @@ from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.ir.ready import initial_waiting, release_capacity, release_op
 from graphopt.solvers.events import events_from_op_order
+from graphopt.solvers.list_scheduling import bottom_levels
 
 STATE_FEATURES = ("start", "can_add", "can_remove", "scheduled")
 """Per-op state features besides the device one-hot (paper 004 E.1), after the op's runtime."""
@@ -83,6 +84,8 @@ class PartialSchedules:
         self._device_free = np.zeros((batch, d))
         self._last_on_device = np.full((batch, d), -1, dtype=np.int64)
         self._durations = machine.latency + graph.tensor_size / machine.bandwidth
+        self._bottom: np.ndarray | None = None
+        self._unit = 1.0
 
     @property
     def batch(self) -> int:
@@ -165,6 +168,40 @@ class PartialSchedules:
         out[:, :, 4 + d] = self.added
         return out
 
+    def earliest_starts(self) -> np.ndarray:
+        """[B, n, d] the proxy start each ready op would get on each device if added next.
+
+        Entries of ops that are not ready are 0.
+        """
+        out = np.zeros((self.batch, self.graph.n_ops, self.machine.n_devices))
+        _earliest_starts(
+            self.graph.arrays,
+            self._durations,
+            self.forward_mask(),
+            self.finish,
+            self.device,
+            self._device_free,
+            out,
+        )
+        return out
+
+    def list_prior(self) -> np.ndarray:
+        """[B, n, d, 2] float32 list scheduling's two preferences for each (ready op, device).
+
+        Column 0 is the op's bottom level (the critical-path priority), column 1 minus how much
+        later than the earliest possible start of any ready action it would start; both in units
+        of the graph's mean op runtime, 0 where the op is not ready. A policy adding positive
+        multiples of them to its logits starts as a randomized critical-path list scheduler
+        (paper 004's conclusion: scheduling heuristics to speed up training).
+        """
+        if self._bottom is None:
+            mean = self.graph.total_runtime / max(self.graph.n_ops, 1)
+            self._unit = mean if mean > 0 else 1.0
+            self._bottom = bottom_levels(self.graph) / self._unit
+        out = np.zeros((self.batch, self.graph.n_ops, self.machine.n_devices, 2), np.float32)
+        _list_prior(self.forward_mask(), self.earliest_starts(), self._bottom, self._unit, out)
+        return out
+
     def proxy_makespans(self) -> np.ndarray:
         """[B] latest proxy finish of each schedule (complete or not)."""
         return np.where(self.added, self.finish, 0.0).max(axis=1, initial=0.0)
@@ -223,6 +260,71 @@ def _first_invalid(
 
 
 @numba.njit(cache=True)
+def _start_on(
+    g: GraphArrays,
+    durations: np.ndarray,
+    op: int,
+    device: int,
+    finish: np.ndarray,
+    device_of: np.ndarray,
+    device_free: np.ndarray,
+) -> float:
+    """The proxy start of `op` added next on `device` to one schedule (its rows of the arrays).
+
+    It starts when the device is free and every input has arrived: at its producer's finish on
+    the same device, a transfer duration later from another.
+    """
+    begin = device_free[device]
+    for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
+        t = g.op_input_tensor[e]
+        producer = g.tensor_producer[t]
+        arrival = finish[producer]
+        if device_of[producer] != device:
+            arrival += durations[t]
+        begin = max(begin, arrival)
+    return begin
+
+
+@numba.njit(cache=True)
+def _earliest_starts(
+    g: GraphArrays,
+    durations: np.ndarray,
+    ready: np.ndarray,
+    finish: np.ndarray,
+    device_of: np.ndarray,
+    device_free: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """Fills out[b, op, k] with `_start_on` of every ready op of every schedule on every device."""
+    for b in range(ready.shape[0]):
+        for op in range(ready.shape[1]):
+            if ready[b, op]:
+                for k in range(out.shape[2]):
+                    out[b, op, k] = _start_on(
+                        g, durations, op, k, finish[b], device_of[b], device_free[b]
+                    )
+
+
+@numba.njit(cache=True)
+def _list_prior(
+    ready: np.ndarray, starts: np.ndarray, bottom: np.ndarray, unit: float, out: np.ndarray
+) -> None:
+    """Fills `PartialSchedules.list_prior`'s array from the starts, without numpy temporaries."""
+    n, d = ready.shape[1], out.shape[2]
+    for b in range(ready.shape[0]):
+        earliest = np.inf
+        for op in range(n):
+            if ready[b, op]:
+                for k in range(d):
+                    earliest = min(earliest, starts[b, op, k])
+        for op in range(n):
+            if ready[b, op]:
+                for k in range(d):
+                    out[b, op, k, 0] = bottom[op]
+                    out[b, op, k, 1] = (earliest - starts[b, op, k]) / unit
+
+
+@numba.njit(cache=True)
 def _step(
     g: GraphArrays,
     durations: np.ndarray,
@@ -246,15 +348,9 @@ def _step(
     newly = np.empty(release_capacity(g), dtype=np.int64)
     for b in range(ops.shape[0]):
         op, device = ops[b], devices[b]
-        begin = device_free[b, device]
+        begin = _start_on(g, durations, op, device, finish[b], device_of[b], device_free[b])
         for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
-            t = g.op_input_tensor[e]
-            producer = g.tensor_producer[t]
-            arrival = finish[b, producer]
-            if device_of[b, producer] != device:
-                arrival += durations[t]
-            begin = max(begin, arrival)
-            reads_added[b, producer] += 1
+            reads_added[b, g.tensor_producer[g.op_input_tensor[e]]] += 1
         end = begin + g.op_runtime[op]
         added[b, op] = True
         device_of[b, op] = device

@@ -60,9 +60,20 @@ class GFlowNetPolicy(nn.Module):
         self.forward_head = _Head(hidden, condition, config.n_devices)
         self.backward_head = _Head(hidden, condition, 1)
         self.log_z_head = _Head(hidden, condition, 1)
+        self.prior_weights: nn.Linear | None = None
+        if config.prior == "list":
+            # softplus(0.5413) = 1: both preferences start at weight 1 at every temperature
+            self.prior_weights = nn.Linear(condition, 2)
+            nn.init.zeros_(self.prior_weights.weight)
+            nn.init.constant_(self.prior_weights.bias, math.log(math.e - 1.0))
 
     def forward(
-        self, features: Tensor, masks: Tensor, log_sigma: Tensor, rows: Tensor | None = None
+        self,
+        features: Tensor,
+        masks: Tensor,
+        log_sigma: Tensor,
+        rows: Tensor | None = None,
+        prior: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Unmasked logits of both policies for B states of one graph.
 
@@ -72,6 +83,7 @@ class GFlowNetPolicy(nn.Module):
             log_sigma: [B] log temperature of each state's trajectory.
             rows: [B, r] the ops whose logits are wanted (None: all n); the rest of the graph
                 is still encoded, as context.
+            prior: [B, n, d, 2] `PartialSchedules.list_prior`, needed with the 'list' prior.
 
         Returns:
             (forward logits [B, r, d], backward logits [B, r], encoding [B, r, hidden]).
@@ -80,7 +92,20 @@ class GFlowNetPolicy(nn.Module):
         h = self.encoder(features, masks, condition, rows)
         forward = self.forward_head(h, condition)
         backward = self.backward_head(h, condition).squeeze(-1)
+        if self.prior_weights is not None:
+            if prior is None:
+                raise ValueError("a policy with the 'list' prior needs the states' list_prior")
+            if rows is not None:
+                prior = prior.gather(1, rows[:, :, None, None].expand(-1, -1, *prior.shape[2:]))
+            weights = nn.functional.softplus(self.prior_weights(condition))
+            forward = forward + (prior * weights[:, None, None, :]).sum(dim=-1)
         return forward, backward, h
+
+    def state_prior(self, schedules: PartialSchedules) -> Tensor | None:
+        """What `forward` needs as `prior` for the current states of `schedules`."""
+        if self.prior_weights is None:
+            return None
+        return torch.from_numpy(schedules.list_prior())
 
     def log_partition(self, features: Tensor, masks: Tensor, log_sigma: Tensor) -> Tensor:
         """[B] log Z of the graph at each temperature, from the empty schedules' features."""
@@ -161,7 +186,8 @@ def sample_trajectories(
         removable = torch.from_numpy(schedules.backward_mask())
         wanted, real = _candidate_rows(ready | removable)
         features = torch.from_numpy(schedules.features())
-        forward, backward = _spread(policy(features, masks, log_sigma, wanted), wanted, real, n)
+        outputs = policy(features, masks, log_sigma, wanted, policy.state_prior(schedules))
+        forward, backward = _spread(outputs, wanted, real, n)
         if last is not None:
             scores = torch.zeros_like(backward) if uniform_backward else backward
             undo = scores.masked_fill(~removable, -math.inf).log_softmax(dim=1)
@@ -233,16 +259,18 @@ def replay_trajectories(
     schedules = PartialSchedules(graph, machine, batch)
     masks = relation_masks(graph) if masks is None else masks
     log_sigma = torch.log(torch.as_tensor(sigma, dtype=torch.float32).expand(batch))
-    features, ready = [], []
+    features, ready, priors = [], [], []
     for step in range(n):
         features.append(schedules.features())
         ready.append(schedules.forward_mask())
+        priors.append(policy.state_prior(schedules))
         schedules.step((actions[:, step] // d).numpy(), (actions[:, step] % d).numpy())
     # step-major: state (t, b) is row t * B + b
     states = torch.from_numpy(np.concatenate(features))
     can_add = torch.from_numpy(np.concatenate(ready))
+    prior = None if priors[0] is None else torch.cat(priors)
     wanted, real = _candidate_rows(can_add)
-    outputs = policy(states, masks, log_sigma.repeat(n), wanted)
+    outputs = policy(states, masks, log_sigma.repeat(n), wanted, prior)
     forward, _ = _spread(outputs, wanted, real, n)
     logits = forward.masked_fill(~can_add[:, :, None], -math.inf).reshape(n * batch, n * d)
     log_p = logits.log_softmax(dim=1)

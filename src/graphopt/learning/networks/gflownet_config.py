@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from graphopt.configs import FieldError
 from graphopt.learning.formats import CheckpointFormat
@@ -29,6 +30,10 @@ class GFlowNetConfig:
         layers: Topoformer layers L.
         heads: attention heads per layer, spread over the topological relations.
         condition: width of the temperature embedding e_sigma (eq. 29).
+        prior: 'none' (paper 004) or 'list': the forward logits also add list scheduling's
+            preferences (`PartialSchedules.list_prior`) with two positive weights that depend
+            on the temperature, so the untrained policy already samples like a randomized
+            critical-path list scheduler and training learns what to change.
     """
 
     n_devices: int = 4
@@ -36,6 +41,7 @@ class GFlowNetConfig:
     layers: int = 2
     heads: int = 4
     condition: int = 32
+    prior: Literal["none", "list"] = "none"
 
     def __post_init__(self) -> None:
         for name, low, high in (
@@ -47,6 +53,8 @@ class GFlowNetConfig:
         ):
             if not low <= getattr(self, name) <= high:
                 raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
+        if self.prior not in ("none", "list"):
+            raise FieldError("prior", f"must be 'none' or 'list', got {self.prior!r}")
         if self.hidden % self.heads:
             raise FieldError(
                 "hidden", f"must be a multiple of heads ({self.heads}), got {self.hidden}"
