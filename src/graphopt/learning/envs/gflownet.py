@@ -23,6 +23,8 @@ start times are the policy's estimate and the scorer decides the reward.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numba
 import numpy as np
 
@@ -84,8 +86,8 @@ class PartialSchedules:
         self._device_free = np.zeros((batch, d))
         self._last_on_device = np.full((batch, d), -1, dtype=np.int64)
         self._durations = machine.latency + graph.tensor_size / machine.bandwidth
-        self._bottom: np.ndarray | None = None
-        self._unit = 1.0
+        mean = graph.total_runtime / max(n, 1)
+        self._unit = mean if mean > 0 else 1.0  # the mean op runtime: features' time unit
 
     @property
     def batch(self) -> int:
@@ -155,12 +157,10 @@ class PartialSchedules:
         is -1 before its op is added.
         """
         graph, d = self.graph, self.machine.n_devices
-        runtime = graph.op_runtime
-        total = float(runtime.sum())
-        mean = total / max(graph.n_ops, 1)
+        total = graph.total_runtime
         scale = total / d if total > 0 else 1.0
         out = np.empty((self.batch, graph.n_ops, 5 + d), dtype=np.float32)
-        out[:, :, 0] = runtime / mean if mean > 0 else 0.0
+        out[:, :, 0] = graph.op_runtime / self._unit
         out[:, :, 1] = np.where(self.added, self.start / scale, -1.0)
         out[:, :, 2 : 2 + d] = self.device[:, :, None] == np.arange(d)
         out[:, :, 2 + d] = self.forward_mask()
@@ -168,22 +168,28 @@ class PartialSchedules:
         out[:, :, 4 + d] = self.added
         return out
 
-    def earliest_starts(self) -> np.ndarray:
+    def earliest_starts(self, ready: np.ndarray | None = None) -> np.ndarray:
         """[B, n, d] the proxy start each ready op would get on each device if added next.
 
-        Entries of ops that are not ready are 0.
+        Entries of ops that are not ready are 0. `ready` is `forward_mask()`, when the caller
+        has it.
         """
         out = np.zeros((self.batch, self.graph.n_ops, self.machine.n_devices))
         _earliest_starts(
             self.graph.arrays,
             self._durations,
-            self.forward_mask(),
+            self.forward_mask() if ready is None else ready,
             self.finish,
             self.device,
             self._device_free,
             out,
         )
         return out
+
+    @cached_property
+    def _bottom(self) -> np.ndarray:
+        """[n] bottom levels in units of the mean op runtime (list scheduling's priority)."""
+        return bottom_levels(self.graph) / self._unit
 
     def list_prior(self) -> np.ndarray:
         """[B, n, d, 2] float32 list scheduling's two preferences for each (ready op, device).
@@ -194,12 +200,9 @@ class PartialSchedules:
         multiples of them to its logits starts as a randomized critical-path list scheduler
         (paper 004's conclusion: scheduling heuristics to speed up training).
         """
-        if self._bottom is None:
-            mean = self.graph.total_runtime / max(self.graph.n_ops, 1)
-            self._unit = mean if mean > 0 else 1.0
-            self._bottom = bottom_levels(self.graph) / self._unit
+        ready = self.forward_mask()
         out = np.zeros((self.batch, self.graph.n_ops, self.machine.n_devices, 2), np.float32)
-        _list_prior(self.forward_mask(), self.earliest_starts(), self._bottom, self._unit, out)
+        _list_prior(ready, self.earliest_starts(ready), self._bottom, self._unit, out)
         return out
 
     def proxy_makespans(self) -> np.ndarray:

@@ -53,8 +53,6 @@ class GFlowNetConfig:
         ):
             if not low <= getattr(self, name) <= high:
                 raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
-        if self.prior not in ("none", "list"):
-            raise FieldError("prior", f"must be 'none' or 'list', got {self.prior!r}")
         if self.hidden % self.heads:
             raise FieldError(
                 "hidden", f"must be a multiple of heads ({self.heads}), got {self.hidden}"
