@@ -67,6 +67,7 @@ def assert_same_graph(a: Graph, b: Graph) -> None:
         "tensor_size",
         "tensor_producer",
         "tensor_persistent",
+        "tensor_output",
         "consumer_ptr",
         "consumer_op",
     ):

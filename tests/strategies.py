@@ -16,8 +16,9 @@ def random_graph(rng: np.random.Generator, n_ops: int, density: float) -> Graph:
     """A random DAG with the awkward cases the rules mention.
 
     Ops get 0-3 outputs; consumers come after the producer in a random rank (so op indices are
-    not a topological order); some tensors are zero-size, persistent, graph outputs (no
-    consumers), or list the same consumer twice.
+    not a topological order); some tensors are zero-size, persistent, consumed by no op, graph
+    outputs (held to the end; drawn last, so the other draws of a seed stay as they were), or
+    list the same consumer twice.
     """
     rank = rng.permutation(n_ops)
     by_rank = np.argsort(rank)
@@ -36,6 +37,7 @@ def random_graph(rng: np.random.Generator, n_ops: int, density: float) -> Graph:
             ptr.append(len(consumers))
     runtime = np.where(rng.random(n_ops) < 0.1, 0.0, rng.random(n_ops) * 5)
     temp = np.where(rng.random(n_ops) < 0.7, 0, rng.integers(0, 500, n_ops))
+    output = ~np.array(persistent, dtype=bool) & (rng.random(len(tensor_names)) < 0.15)
     return Graph.from_arrays(
         "random",
         [f"op{i}" for i in range(n_ops)],
@@ -47,6 +49,7 @@ def random_graph(rng: np.random.Generator, n_ops: int, density: float) -> Graph:
         consumers,
         op_temp_memory=temp,
         tensor_persistent=persistent,
+        tensor_output=output,
     )
 
 

@@ -44,6 +44,32 @@ def test_graph_output_counts_only_at_its_step() -> None:
     assert both(g, solution(g, {"big": 0, "small": 0}, ["big", "small"])).peak_memory == 1000
 
 
+def test_output_tensor_is_held_to_the_last_step() -> None:
+    # The output 'big:0' stays resident after its step, unlike the unmarked one above.
+    g = graph(
+        [op("big"), op("small")],
+        [tensor("big:0", 1000, "big", output=True), tensor("small:0", 10, "small")],
+    )
+    assert both(g, solution(g, {"big": 0, "small": 0}, ["big", "small"])).peak_memory == 1010
+    assert both(g, solution(g, {"big": 0, "small": 0}, ["small", "big"])).peak_memory == 1000
+
+
+def test_output_with_readers_outlives_them_and_its_transfers() -> None:
+    # y:0 is read by z on device 1, and returned: its home copy on device 0 stays after the
+    # transfer, the transferred copy is freed after z as usual.
+    g = graph(
+        [op("x"), op("y"), op("z"), op("w")],
+        [
+            tensor("x:0", 1, "x", "y"),
+            tensor("y:0", 100, "y", "z", output=True),
+            tensor("z:0", 10, "z"),
+            tensor("w:0", 1000, "w"),
+        ],
+    )
+    s = solution(g, {"x": 0, "y": 0, "z": 1, "w": 0}, ["x", "y", "y:0>1", "z", "w"], devices=2)
+    assert both(g, s).peak_memory_per_device == (1100, 110)
+
+
 def test_temp_memory_counts_only_while_its_op_runs() -> None:
     g = graph(
         [op("a", temp_memory=50), op("b", temp_memory=5)],

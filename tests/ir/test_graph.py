@@ -45,6 +45,7 @@ KERNEL_DTYPES = {
     "tensor_size": np.int64,
     "tensor_producer": np.int32,
     "tensor_persistent": np.bool_,
+    "tensor_output": np.bool_,
     "consumer_ptr": np.int64,
     "consumer_op": np.int32,
     "op_input_ptr": np.int64,

@@ -151,7 +151,13 @@ GRAPH_RULES = [
     ),
     (_edit("ops.0.Temp_Memory", 5), r"op 'a': unknown field 'Temp_Memory': did you mean"),
     (_edit("tensor", []), r"graph: unknown field 'tensor': did you mean 'tensors'"),
-    (_edit("tensors.0.output", True), "tensor 'a:0': field 'output' is not supported"),
+    (_edit("tensors.0.output", 1), "tensor 'a:0': output must be true or false, got 1"),
+    (
+        lambda document: _edit("tensors.0.output", True)(
+            _edit("tensors.0.persistent", True)(document)
+        ),
+        "tensor 'a:0': is both persistent and an output",
+    ),
     (_edit("tensors.0.size", 2**53 + 1), r"tensor 'a:0': size must be at most 2\*\*53"),
     (_edit("tensors.0.size", 2**62), r"tensor 'a:0': size must be at most 2\*\*53"),
     (
@@ -164,7 +170,7 @@ GRAPH_RULES = [
 def test_extra_fields_stay_metadata_and_round_trip() -> None:
     document = _graph_doc()
     document["ops"][0].update(flops=1e9, dtype="float32", my_note="kept", kernel_id=[2])
-    document["tensors"][0].update(output=False, layout="NCHW")
+    document["tensors"][0].update(layout="NCHW")
     document["author"] = "me"
     graph = graph_from_json(document)
     assert graph.op_attrs[0] == {
@@ -174,7 +180,7 @@ def test_extra_fields_stay_metadata_and_round_trip() -> None:
         "my_note": "kept",
         "kernel_id": [2],
     }
-    assert graph.tensor_attrs[0] == {"output": False, "layout": "NCHW"}
+    assert graph.tensor_attrs[0] == {"layout": "NCHW"}
     assert graph_to_json(graph)["author"] == "me"
 
 
@@ -249,6 +255,19 @@ def test_npz_is_validated_like_json(tmp_path) -> None:
     np.savez(path, **arrays)
     with pytest.raises(GraphError, match="missing array 'consumer_op'"):
         read_graph(path)
+
+
+def test_npz_written_before_graph_outputs_reads_as_no_outputs(tmp_path) -> None:
+    path = tmp_path / "g.npz"
+    document = graph_to_json(tiny())
+    document["tensors"][2]["output"] = True
+    write_graph(graph_from_json(document), path)
+    with np.load(path) as archive:
+        arrays = dict(archive)
+    assert arrays["tensor_output"].tolist() == [False, False, True]
+    del arrays["tensor_output"]
+    np.savez(path, **arrays)
+    assert not read_graph(path).tensor_output.any()
 
 
 def _solution_doc() -> dict:

@@ -24,7 +24,8 @@ from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays, _u
 
 PINNED = 1 << 30
-"""Extra readers given to a persistent tensor's home copy: it is never freed (section 4)."""
+"""Extra readers given to a persistent tensor's or a graph output's home copy: it is never
+freed (section 4)."""
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -44,7 +45,7 @@ def op_step(
     input copy whose last reader it is. Its outputs' home copies become ready at its finish with
     the readers the caller wrote into `readers_left` (consumers there plus one per transfer),
     and a persistent one gets PINNED more, so it is never freed and its bytes (counted from the
-    start) are not added.
+    start) are not added; a graph output's copy also gets PINNED more, after its bytes are added.
     Inputs and outputs without readers leave right after the step.
 
     Inlined into each walk's loop, where numba prunes its reference counting as long as no
@@ -87,6 +88,8 @@ def op_step(
             left += PINNED
         else:
             resident += g.tensor_size[_u(t)]
+            if g.tensor_output[_u(t)]:
+                left += PINNED
         readers_left[_u(copy)] = left
         if left == 0:
             freed += g.tensor_size[_u(t)]

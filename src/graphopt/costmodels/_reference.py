@@ -1,6 +1,6 @@
 """Plain, literal implementation of the scoring rules: the oracle the numba kernels are tested on.
 
-It follows COST_MODEL.md sections 3-5 word by word, with Python sets and dicts, and measures the
+It follows COST_MODEL.md sections 3-5 word by word (graph outputs included), with Python sets and dicts, and measures the
 memory of every device at every step. Slow by design; never call it on a hot path.
 """
 
@@ -90,6 +90,8 @@ def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
             made = [(t, device)]
         for t, device in made:
             memory[device] += int(graph.tensor_size[t])
+            if code < graph.n_ops and graph.tensor_output[t]:
+                continue  # a graph output's home copy stays to the last step
             freed_after.setdefault(last_read.get((t, device), step), []).append((t, device))
         for device in range(d):
             peak[device] = max(peak[device], memory[device] + temp[device])

@@ -26,7 +26,8 @@ Members (all 1-D; T topologies, G graphs; `ptr` arrays have T + 1 or G + 1 entri
     topology_op_ptr, topology_tensor_ptr, topology_edge_ptr, topology_meta_ptr: int64 offsets
         of topology k's ops, tensors, edges and metadata bytes.
     op_runtime (float64), op_temp_memory (int64): per op, by topology_op_ptr.
-    tensor_producer (int32, topology-local op index), tensor_persistent (bool): per tensor.
+    tensor_producer (int32, topology-local op index), tensor_persistent (bool), tensor_output
+        (bool; optional, archives written before graph outputs existed lack it): per tensor.
     consumer_ptr (int64): each topology's own consumer_ptr (n_tensors + 1 entries, from 0),
         concatenated: topology k's starts at topology_tensor_ptr[k] + k.
     consumer_op (int32, topology-local op index): by topology_edge_ptr.
@@ -78,6 +79,7 @@ _SHARED = (
     "op_temp_memory",
     "tensor_producer",
     "tensor_persistent",
+    "tensor_output",
     "consumer_ptr",
     "consumer_op",
 )
@@ -210,6 +212,7 @@ class SplitWriter:
             "op_temp_memory": _concat([g.op_temp_memory for g in topologies], np.int64),
             "tensor_producer": _concat([g.tensor_producer for g in topologies], np.int32),
             "tensor_persistent": _concat([g.tensor_persistent for g in topologies], np.bool_),
+            "tensor_output": _concat([g.tensor_output for g in topologies], np.bool_),
             "consumer_ptr": _concat([g.consumer_ptr for g in topologies], np.int64),
             "consumer_op": _concat([g.consumer_op for g in topologies], np.int32),
             "graph_topology": np.array(self._graph_topology, dtype=np.int32),
@@ -267,6 +270,7 @@ _MEMBERS = {  # member -> dtype it must have
     "op_temp_memory": np.int64,
     "tensor_producer": np.int32,
     "tensor_persistent": np.bool_,
+    "tensor_output": np.bool_,
     "consumer_ptr": np.int64,
     "consumer_op": np.int32,
     "graph_topology": np.int32,
@@ -274,6 +278,8 @@ _MEMBERS = {  # member -> dtype it must have
     "tensor_size": np.int64,
     "graph_names": np.uint8,
 }
+_OPTIONAL_MEMBERS = ("tensor_output",)
+"""Members older archives lack (all false then)."""
 _HEADER_KEYS = ("format", "split", "graphs", "topologies")
 _META_KEYS = ("name", "op_names", "tensor_names", "op_attrs", "tensor_attrs", "attrs")
 _NPY_MAGIC = b"\x93NUMPY"
@@ -397,7 +403,7 @@ def _check_archive(path: Path, split: str, arrays: dict[str, np.ndarray]) -> tup
     never slice out of bounds; each topology's own rules are checked when it is first built.
     """
     for key in _MEMBERS:
-        if key not in arrays:
+        if key not in arrays and key not in _OPTIONAL_MEMBERS:
             raise GraphoptError(f"{path}: missing member '{key}'")
     header = _json_member(arrays["header"], f"{path}: header")
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -432,7 +438,8 @@ def _check_archive(path: Path, split: str, arrays: dict[str, np.ndarray]) -> tup
         raise GraphoptError(f"{path}: graph_names: {describe(twice)} appears twice")
     for per_op in ("op_runtime", "op_temp_memory"):
         _check_offsets(path, arrays, "topology_op_ptr", n_topologies, arrays[per_op].shape[0])
-    for per_tensor in ("tensor_producer", "tensor_persistent"):
+    flags = [key for key in ("tensor_persistent", "tensor_output") if key in arrays]
+    for per_tensor in ("tensor_producer", *flags):
         _check_offsets(
             path, arrays, "topology_tensor_ptr", n_topologies, arrays[per_tensor].shape[0]
         )
@@ -446,8 +453,9 @@ def _check_archive(path: Path, split: str, arrays: dict[str, np.ndarray]) -> tup
             f"{path}: member 'consumer_ptr' must hold one offset per tensor plus one per "
             f"topology ({n_tensors + n_topologies})"
         )
-    if np.any(arrays["tensor_persistent"].view(np.uint8) > 1):
-        raise GraphoptError(f"{path}: member 'tensor_persistent' holds bytes other than 0 and 1")
+    for key in flags:
+        if np.any(arrays[key].view(np.uint8) > 1):
+            raise GraphoptError(f"{path}: member '{key}' holds bytes other than 0 and 1")
     topology = arrays["graph_topology"]
     if np.any((topology < 0) | (topology >= n_topologies)):
         raise GraphoptError(
@@ -590,6 +598,7 @@ class Dataset:
                 a["consumer_op"][edges],
                 op_temp_memory=a["op_temp_memory"][ops],
                 tensor_persistent=a["tensor_persistent"][tensors],
+                tensor_output=a["tensor_output"][tensors] if "tensor_output" in a else None,
                 op_attrs=meta["op_attrs"],
                 tensor_attrs=meta["tensor_attrs"],
                 attrs=meta["attrs"],

@@ -29,6 +29,7 @@ class GraphBuilder:
         self.tensor_size: list[int] = []
         self.tensor_producer: list[int] = []
         self.tensor_persistent: list[bool] = []
+        self.tensor_output: list[bool] = []
         self.tensor_attrs: list[dict[str, Any]] = []
         self._edge_tensor: list[int] = []
         self._edge_op: list[int] = []
@@ -64,6 +65,7 @@ class GraphBuilder:
         self.tensor_size.append(int(size))
         self.tensor_producer.append(producer)
         self.tensor_persistent.append(bool(persistent))
+        self.tensor_output.append(False)
         self.tensor_attrs.append({k: v for k, v in attrs.items() if v is not None})
         return len(self.tensor_names) - 1
 
@@ -90,6 +92,7 @@ class GraphBuilder:
             edge_op[order],
             op_temp_memory=self.op_temp_memory,
             tensor_persistent=self.tensor_persistent,
+            tensor_output=self.tensor_output,
             op_attrs=self.op_attrs,
             tensor_attrs=self.tensor_attrs,
             attrs=self.attrs,

@@ -21,6 +21,9 @@ class GraphArrays(NamedTuple):
     """[n_tensors] int32: the op that produces each tensor."""
     tensor_persistent: np.ndarray
     """[n_tensors] bool: whether the tensor stays resident on its producer's device."""
+    tensor_output: np.ndarray
+    """[n_tensors] bool: whether the tensor is a graph output, held on its producer's device from
+    its producer's step to the last step."""
     consumer_ptr: np.ndarray
     """[n_tensors + 1] int64: CSR offsets into `consumer_op`."""
     consumer_op: np.ndarray

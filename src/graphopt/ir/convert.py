@@ -22,7 +22,7 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
     """Op-level multigraph: one node per op, one edge per (producer, tensor, consumer).
 
     Nodes carry `runtime`, `temp_memory`, the op's extra fields and `outputs` (every tensor the op
-    produces, consumed or not, with `size`, `persistent` and its extra fields); each edge is keyed
+    produces, consumed or not, with `size`, `persistent`, `output` and its extra fields); each edge is keyed
     by its tensor's name and carries `size`, so networkx algorithms can weigh edges by bytes.
     """
     result = nx.MultiDiGraph(name=graph.name, **graph.attrs)
@@ -31,6 +31,7 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
             graph.tensor_names[t]: {
                 "size": int(graph.tensor_size[t]),
                 "persistent": bool(graph.tensor_persistent[t]),
+                "output": bool(graph.tensor_output[t]),
                 **graph.tensor_attrs[t],
             }
             for t in graph.outputs(j)
@@ -75,6 +76,7 @@ def from_networkx(source: nx.DiGraph) -> Graph:
     sizes: list[Any] = []
     producers: list[int] = []
     persistent: list[bool] = []
+    output: list[bool] = []
     tensor_attrs: list[dict[str, Any]] = []
     consumers: list[list[int]] = []
     explicit = any("outputs" in source.nodes[node] for node in nodes)
@@ -85,8 +87,9 @@ def from_networkx(source: nx.DiGraph) -> Graph:
                 tensor_names.append(str(tensor))
                 sizes.append(fields.get("size", 0))
                 persistent.append(fields.get("persistent", False))
+                output.append(fields.get("output", False))
                 tensor_attrs.append(
-                    {k: v for k, v in fields.items() if k not in ("size", "persistent")}
+                    {k: v for k, v in fields.items() if k not in ("size", "persistent", "output")}
                 )
                 producers.append(index[node])
                 consumers.append([])
@@ -94,6 +97,7 @@ def from_networkx(source: nx.DiGraph) -> Graph:
             tensor_names.append(f"{node}:0")
             sizes.append(data.get("size", 0))
             persistent.append(False)
+            output.append(False)
             tensor_attrs.append({})
             producers.append(index[node])
             consumers.append(sorted({index[v] for v in source.successors(node)}))
@@ -119,6 +123,7 @@ def from_networkx(source: nx.DiGraph) -> Graph:
         [c for group in consumers for c in group],
         op_temp_memory=temp,
         tensor_persistent=persistent,
+        tensor_output=output,
         op_attrs=op_attrs,
         tensor_attrs=tensor_attrs,
         attrs={k: v for k, v in source.graph.items() if k != "name"},

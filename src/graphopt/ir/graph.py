@@ -30,7 +30,7 @@ SIZE = np.int64
 
 OP_FIELDS = ("name", "runtime", "temp_memory")
 """Op fields of the format held in the graph's arrays; an op's `op_attrs` hold the others."""
-TENSOR_FIELDS = ("name", "size", "producer", "consumers", "persistent")
+TENSOR_FIELDS = ("name", "size", "producer", "consumers", "persistent", "output")
 """Tensor fields of the format held in the graph's arrays; `tensor_attrs` hold the others."""
 GRAPH_FIELDS = ("format", "name", "ops", "tensors")
 """Graph-level fields of the format; `attrs` holds the others."""
@@ -60,7 +60,8 @@ class Graph:
     Shapes:
         op_runtime: [n_ops] float64 seconds; op_temp_memory: [n_ops] int64 bytes.
         tensor_size: [n_tensors] int64 bytes; tensor_producer: [n_tensors] int32 op index;
-        tensor_persistent: [n_tensors] bool.
+        tensor_persistent: [n_tensors] bool; tensor_output: [n_tensors] bool (graph outputs,
+        held from their producer's step to the last, COST_MODEL.md section 4).
         consumer_ptr: [n_tensors + 1] int64; consumer_op: [n_edges] int32, the distinct consumers
         of tensor t, ascending, are consumer_op[consumer_ptr[t]:consumer_ptr[t + 1]].
     """
@@ -73,6 +74,7 @@ class Graph:
     tensor_size: np.ndarray
     tensor_producer: np.ndarray
     tensor_persistent: np.ndarray
+    tensor_output: np.ndarray
     consumer_ptr: np.ndarray
     consumer_op: np.ndarray
     op_attrs: tuple[Mapping[str, Any], ...] = field(repr=False)
@@ -92,6 +94,7 @@ class Graph:
         *,
         op_temp_memory: Any = None,
         tensor_persistent: Any = None,
+        tensor_output: Any = None,
         op_attrs: Sequence[Mapping[str, Any]] | None = None,
         tensor_attrs: Sequence[Mapping[str, Any]] | None = None,
         attrs: Mapping[str, Any] | None = None,
@@ -118,6 +121,9 @@ class Graph:
             n_tensors,
             "tensor_persistent",
         )
+        output = _as_array(
+            False if tensor_output is None else tensor_output, bool, n_tensors, "tensor_output"
+        )
         ptr = _as_array(consumer_ptr, np.int64, n_tensors + 1, "consumer_ptr")
         consumers = _as_array(consumer_op, np.int64, None, "consumer_op")
         for count, what in ((n_ops, "ops"), (n_tensors, "tensors"), (consumers.shape[0], "edges")):
@@ -140,6 +146,12 @@ class Graph:
         _check_names(tensor_names, "tensor")
         _check_runtimes(runtime, op_names)
         _check_bytes(size, temp, tensor_names, op_names)
+        both = np.flatnonzero(persistent & output)
+        if both.size:
+            raise GraphError(
+                f"tensor '{tensor_names[both[0]]}': is both persistent and an output; "
+                "a tensor is at most one of them"
+            )
         bad = np.flatnonzero((producer < 0) | (producer >= n_ops))
         if bad.size:
             t = bad[0]
@@ -189,6 +201,7 @@ class Graph:
             tensor_size=_frozen(size),
             tensor_producer=_frozen(producer.astype(INDEX)),
             tensor_persistent=_frozen(persistent),
+            tensor_output=_frozen(output),
             consumer_ptr=_frozen(ptr),
             consumer_op=_frozen(consumers.astype(INDEX)),
             op_attrs=tuple(op_extras),
@@ -275,6 +288,7 @@ class Graph:
             tensor_size=self.tensor_size,
             tensor_producer=self.tensor_producer,
             tensor_persistent=self.tensor_persistent,
+            tensor_output=self.tensor_output,
             consumer_ptr=self.consumer_ptr,
             consumer_op=self.consumer_op,
             op_input_ptr=self.op_input_ptr,

@@ -192,6 +192,7 @@ def graph_from_json(data: Any) -> Graph:
     size = np.zeros(len(tensors), dtype=np.int64)
     producer = np.zeros(len(tensors), dtype=np.int64)
     persistent = np.zeros(len(tensors), dtype=bool)
+    output = np.zeros(len(tensors), dtype=bool)
     consumer_count = np.zeros(len(tensors), dtype=np.int64)
     consumers: list[int] = []
     tensor_attrs: list[dict[str, Any]] = []
@@ -206,8 +207,6 @@ def graph_from_json(data: Any) -> Graph:
         tensor_names.append(tensor_name)
         if not tensor.keys() <= _TENSOR_KEYS:
             _check_fields(tensor, "tensor", where, GraphError)
-        if tensor.get("output", False) is not False:
-            raise _unsupported(where, "output", GraphError)
         if "size" not in tensor:
             raise GraphError(f"{where}: missing required field 'size'")
         size[i] = _byte_count(tensor["size"], where, "size", GraphError)
@@ -227,10 +226,11 @@ def graph_from_json(data: Any) -> Graph:
                 raise GraphError(f"{where}: lists its producer '{made_by}' as a consumer")
             consumers.append(op_index[consumer])
         consumer_count[i] = len(used_by)
-        flag = tensor.get("persistent", False)
-        if not isinstance(flag, bool):
-            raise GraphError(f"{where}: persistent must be true or false, got {describe(flag)}")
-        persistent[i] = flag
+        for field, flags in (("persistent", persistent), ("output", output)):
+            flag = tensor.get(field, False)
+            if not isinstance(flag, bool):
+                raise GraphError(f"{where}: {field} must be true or false, got {describe(flag)}")
+            flags[i] = flag
         tensor_attrs.append({k: v for k, v in tensor.items() if k not in TENSOR_FIELDS})
 
     consumer_ptr = np.zeros(len(tensors) + 1, dtype=np.int64)
@@ -246,6 +246,7 @@ def graph_from_json(data: Any) -> Graph:
         np.array(consumers, dtype=np.int64),
         op_temp_memory=temp,
         tensor_persistent=persistent,
+        tensor_output=output,
         op_attrs=op_attrs,
         tensor_attrs=tensor_attrs,
         attrs={k: v for k, v in data.items() if k not in GRAPH_FIELDS},
@@ -271,6 +272,8 @@ def graph_to_json(graph: Graph) -> dict[str, Any]:
         }
         if graph.tensor_persistent[t]:
             tensor["persistent"] = True
+        if graph.tensor_output[t]:
+            tensor["output"] = True
         tensor.update(graph.tensor_attrs[t])
         tensors.append(tensor)
     return {
@@ -288,12 +291,19 @@ _NPZ_ARRAYS = {  # array -> dtype kinds it may have (b: bool, i/u: integers, f: 
     "tensor_size": "iu",
     "tensor_producer": "iu",
     "tensor_persistent": "b",
+    "tensor_output": "b",
     "consumer_ptr": "iu",
     "consumer_op": "iu",
 }
 _NPZ_STRINGS = {"format": 0, "name": 0, "extras": 0, "op_names": 1, "tensor_names": 1}
 """String arrays of the .npz form and their number of dimensions."""
-_NPZ_REQUIRED = ("format", "name", "op_names", "tensor_names", *_NPZ_ARRAYS)
+_NPZ_OPTIONAL = ("extras", "tensor_output")
+"""Members a .npz graph may lack: files written before graph outputs existed have no outputs."""
+_NPZ_REQUIRED = tuple(
+    k
+    for k in ("format", "name", "op_names", "tensor_names", *_NPZ_ARRAYS)
+    if k not in _NPZ_OPTIONAL
+)
 _DEFLATE_RATIO = 1100
 """Deflate never expands data more than about 1032-fold: a member claiming more is corrupt."""
 _ARCHIVE_ERRORS = (
@@ -409,6 +419,7 @@ def _read_npz(path: Path) -> Graph:
         arrays["consumer_op"],
         op_temp_memory=arrays["op_temp_memory"],
         tensor_persistent=arrays["tensor_persistent"],
+        tensor_output=arrays.get("tensor_output"),
         op_attrs=extras.get("ops"),
         tensor_attrs=extras.get("tensors"),
         attrs=extras.get("graph"),

@@ -407,4 +407,5 @@ def connected_subgraph(graph: Graph, size: int, rng: np.random.Generator) -> Gra
         consumers,
         op_temp_memory=graph.op_temp_memory[keep],
         tensor_persistent=graph.tensor_persistent[tensors],
+        tensor_output=graph.tensor_output[tensors],
     )
