@@ -1,7 +1,8 @@
 """Plain, literal implementation of the scoring rules: the oracle the numba kernels are tested on.
 
-It follows COST_MODEL.md sections 3-5 word by word (graph outputs included), with Python sets and dicts, and measures the
-memory of every device at every step. Slow by design; never call it on a hot path.
+It follows COST_MODEL.md sections 3-5 word by word (graph outputs included), with Python sets
+and dicts, and measures the memory of every device at every step. Slow by design; never call
+it on a hot path.
 """
 
 from __future__ import annotations

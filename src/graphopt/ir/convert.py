@@ -22,8 +22,9 @@ def to_networkx(graph: Graph) -> nx.MultiDiGraph:
     """Op-level multigraph: one node per op, one edge per (producer, tensor, consumer).
 
     Nodes carry `runtime`, `temp_memory`, the op's extra fields and `outputs` (every tensor the op
-    produces, consumed or not, with `size`, `persistent`, `output` and its extra fields); each edge is keyed
-    by its tensor's name and carries `size`, so networkx algorithms can weigh edges by bytes.
+    produces, consumed or not, with `size`, `persistent`, `output` and its extra fields); each
+    edge is keyed by its tensor's name and carries `size`, so networkx algorithms can weigh
+    edges by bytes.
     """
     result = nx.MultiDiGraph(name=graph.name, **graph.attrs)
     for j, name in enumerate(graph.op_names):
