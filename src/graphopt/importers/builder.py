@@ -69,6 +69,10 @@ class GraphBuilder:
         self.tensor_attrs.append({k: v for k, v in attrs.items() if v is not None})
         return len(self.tensor_names) - 1
 
+    def mark_output(self, tensor: int) -> None:
+        """Marks a tensor the program returns (a persistent one is resident throughout anyway)."""
+        self.tensor_output[tensor] = not self.tensor_persistent[tensor]
+
     def add_consumer(self, tensor: int, op: int) -> None:
         """Records that op `op` reads tensor `tensor` (repeats are merged when built)."""
         self._edge_tensor.append(tensor)

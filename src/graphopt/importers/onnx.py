@@ -11,6 +11,8 @@ missing still imports. Then one pass over the (topologically sorted) nodes build
   reshape chain is counted once, as the PyTorch importer does for views.
 - Every other node becomes one op with `type`, `flops` (`FLOP_FORMULAS`), `bytes_accessed` (the
   bytes of its distinct inputs and outputs) and `dtype`, and each named output one tensor.
+- The graph's outputs are `output` tensors (section 4: held until the program ends); an output
+  that is a weight or an input is resident throughout already.
 
 Runtimes are then the roofline estimates of `graphopt.costmodels.roofline` on the chosen device.
 Whatever cannot be sized exactly (a symbolic dim, an unknown shape or dtype, control flow) is a
@@ -465,6 +467,7 @@ class _GraphReader:
         # and the value's own shape, which an alias changes.
         self.tensor_of: dict[str, int] = {}
         self.shape_of: dict[str, Shape] = {}
+        self.returned: set[int] = set()
 
     def read(self, graph: GraphProto) -> None:
         """Adds the sources, then every node in order, then checks the graph outputs exist."""
@@ -490,11 +493,12 @@ class _GraphReader:
                     f"graph output '{value.name}' is not produced by any node, initializer or "
                     "graph input"
                 )
+            self.returned.add(self.tensor_of[value.name])
 
     def build(self, builder: GraphBuilder) -> Graph:
         """The collected graph, built and validated by `builder`."""
-        for tensor in self.tensors:
-            builder.add_tensor(
+        for index, tensor in enumerate(self.tensors):
+            added = builder.add_tensor(
                 tensor.name,
                 tensor.size,
                 tensor.producer,
@@ -502,6 +506,8 @@ class _GraphReader:
                 shape=list(tensor.shape),
                 dtype=tensor.dtype,
             )
+            if index in self.returned:
+                builder.mark_output(added)
         for base_name, attrs in self.ops:
             builder.add_op(base_name, **attrs)
         for tensor, op in self.edges:

@@ -16,7 +16,17 @@ Conversion rules (COST_MODEL.md section 1):
   (`Tensor(a!)`) run as ops but write into their input, and their readers also depend on them
   through a zero-size tensor;
 - `_assert_*`-style checks are dropped; the innermost `nn_module_stack` entry is kept as the op's
-  `module` (for layer-wise placements and coarsening).
+  `module` (for layer-wise placements and coarsening);
+- what the program returns (inference: its outputs; training step: the loss and the updated
+  parameters) are `output` tensors, held until it ends;
+- order constraints a real run needs and the data flow does not give are zero-size tensors:
+  every reader of a buffer before an in-place write to it runs before the write (and every later
+  one after it), and random ops keep their traced order, so every valid order computes the same
+  values as the traced one.
+
+`capture_module` and `capture_training_step` also return the traced program, real values for its
+inputs and a map between graph ops and fx nodes (`Capture`), which `graphopt.execution` uses to
+run a solution's order on the model itself.
 
 Costs: FLOPs from torch's own FLOP formula registry (`torch.utils.flop_counter`), evaluated on the
 fake shapes; where it has no formula, pointwise ops count one FLOP per output element, softmax and
@@ -100,17 +110,119 @@ _REDUCTIONS = (
 
 @dataclass
 class _Value:
-    """What a consumer of an fx node reads: per output, the tensors it must depend on."""
+    """What a consumer of an fx node reads: per output, the tensors it must depend on.
+
+    The first tensor of each list is the one whose storage the value lives in (a view's list
+    starts with its base's, an in-place result's with the buffer it wrote).
+    """
 
     outputs: list[list[int]] = field(default_factory=list)
 
 
-def _add_reads(builder: GraphBuilder, op: int, inputs: list[_Value]) -> None:
-    """Makes `op` a consumer of every tensor its input values stand for."""
-    for value in inputs:
-        for tensors in value.outputs:
-            for tensor in tensors:
-                builder.add_consumer(tensor, op)
+@dataclass(frozen=True)
+class Capture:
+    """An imported graph with the fx program it came from, so solutions can be applied to it.
+
+    Attributes:
+        graph: the computation graph (what solvers see).
+        program: the captured `GraphModule` in core ATen; `program(*args)` runs it.
+        args: real values for the program's inputs: parameters, buffers and constants as the
+            module holds them, then the example inputs (for a training step, its dicts of
+            parameters and buffers, then the inputs).
+        inputs: the positions in `args` of the example inputs (what a user feeds).
+        node_ops: every placeholder and call node of `program` -> the graph op it became, or the
+            op whose value it merely views or unpacks (merged views, tuple getitems); None for
+            dropped runtime checks.
+        op_nodes: every graph op -> the fx node it came from.
+    """
+
+    graph: Graph
+    program: torch.fx.GraphModule
+    args: tuple[Any, ...]
+    inputs: tuple[int, ...]
+    node_ops: Mapping[str, str | None]
+    op_nodes: Mapping[str, str]
+
+
+class _Conversion:
+    """The state of one walk over an fx graph: values, the node map and ordering constraints.
+
+    Besides data edges it adds two kinds of zero-size dependencies that a real run needs and the
+    data flow alone does not give: every earlier reader of a buffer before an in-place write to
+    it (so no order moves a write ahead of a read), and the random ops in their traced order (so
+    every order draws the same random numbers).
+    """
+
+    def __init__(self, name: str, attrs: dict[str, Any]) -> None:
+        self.builder = GraphBuilder(name, attrs)
+        self.values: dict[Node, _Value] = {}
+        self.node_ops: dict[str, str | None] = {}
+        self.op_nodes: dict[str, str] = {}
+        self.readers: dict[int, list[int]] = {}
+        self.last_write: dict[int, tuple[int, int]] = {}
+        self.last_random: int | None = None
+
+    def add_op(self, node: Node | None, label: str, **attrs: Any) -> int:
+        """Adds the op of `node` (None: an op with no node, like an fx module's parameter)."""
+        op = self.builder.add_op(label, **attrs)
+        if node is not None:
+            self.node_ops[node.name] = self.builder.op_names[op]
+            self.op_nodes[self.builder.op_names[op]] = node.name
+        return op
+
+    def merge(self, node: Node, into: Node | None) -> None:
+        """Records a node that became no op of its own, belonging to `into`'s op."""
+        self.node_ops[node.name] = None if into is None else self.node_ops.get(into.name)
+
+    def add_reads(self, op: int, inputs: list[_Value]) -> None:
+        """Makes `op` a consumer of every tensor its input values stand for.
+
+        A value taken (as a view) before an in-place write to its storage and read after it
+        does not list the write's tensor: the read then gets an explicit edge from the write.
+        """
+        for value in inputs:
+            for tensors in value.outputs:
+                for tensor in tensors:
+                    self.builder.add_consumer(tensor, op)
+                if not tensors:
+                    continue
+                self.readers.setdefault(tensors[0], []).append(op)
+                writer, done = self.last_write.get(tensors[0], (op, -1))
+                if done not in tensors:
+                    self.after(writer, op, "write")
+
+    def mark_outputs(self, output: Node) -> None:
+        """Marks what the program returns as graph outputs: held until it ends."""
+        for returned in output.all_input_nodes:
+            for tensors in self.values[returned].outputs if returned in self.values else ():
+                if tensors:
+                    self.builder.mark_output(tensors[0])
+
+    def after(self, earlier: int, op: int, label: str) -> None:
+        """A zero-size tensor from `earlier` to `op`: an order constraint without data."""
+        if earlier != op:
+            builder = self.builder
+            tensor = builder.add_tensor(f"{builder.op_names[earlier]}:{label}", 0, earlier)
+            builder.add_consumer(tensor, op)
+
+    def write(self, op: int, storage: int, done: int) -> None:
+        """`op` writes `storage` in place (`done` marks it written).
+
+        Every reader so far runs before it, every later one after it.
+        """
+        for reader in dict.fromkeys(self.readers.pop(storage, [])):
+            self.after(reader, op, "read")
+        self.last_write[storage] = (op, done)
+
+    def draw(self, op: int) -> None:
+        """`op` draws random numbers: it runs after the previous random op."""
+        if self.last_random is not None:
+            self.after(self.last_random, op, "rng")
+        self.last_random = op
+
+
+def _is_random(target: Any) -> bool:
+    return torch.Tag.nondeterministic_seeded in getattr(target, "tags", ())
 
 
 def import_module(
@@ -135,30 +247,91 @@ def import_module(
     Raises:
         ModelImportError: the exporter's reason in one line, with a hint.
     """
+    if method == "fx":
+        module.eval()
+        inputs = tuple(example_inputs)
+        name = name or type(module).__name__
+        with _quiet_torch():
+            builder = _trace_fx(module, inputs, name)
+        return annotate_runtimes(builder.build(), device)
+    if method != "export":
+        raise ModelImportError(f"unknown import method '{method}' (known: export, fx)")
+    return capture_module(module, example_inputs, name=name, device=device, strict=strict).graph
+
+
+def capture_module(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    *,
+    name: str | None = None,
+    device: str | DeviceSpec = DEFAULT_DEVICE,
+    strict: bool = False,
+) -> Capture:
+    """The inference graph of `module` (as `import_module` with torch.export) and its program.
+
+    Raises:
+        ModelImportError: the exporter's reason in one line, with a hint.
+    """
     module.eval()
     inputs = tuple(example_inputs)
     name = name or type(module).__name__
-    if method == "fx":
-        with _quiet_torch():
-            builder = _trace_fx(module, inputs, name)
-    elif method == "export":
-        try:
-            with torch.no_grad(), _quiet_torch():
-                program = torch.export.export(module, inputs, strict=strict).run_decompositions()
-        except Exception as error:  # the exporter raises many unrelated types
-            raise ModelImportError(
-                f"torch.export failed for {name}: {raised(error)} "
-                f"(hint: try {'strict=False' if strict else 'method=fx'})"
-            ) from None
-        kinds = {
-            spec.arg.name: (spec.kind.name.lower(), spec.target)
-            for spec in program.graph_signature.input_specs
-            if hasattr(spec.arg, "name")
-        }
-        builder = _convert(program.graph, kinds, name, {"source": "torch.export"})
-    else:
-        raise ModelImportError(f"unknown import method '{method}' (known: export, fx)")
-    return annotate_runtimes(builder.build(), device)
+    try:
+        with torch.no_grad(), _quiet_torch():
+            program = torch.export.export(module, inputs, strict=strict).run_decompositions()
+    except Exception as error:  # the exporter raises many unrelated types
+        raise ModelImportError(
+            f"torch.export failed for {name}: {raised(error)} "
+            f"(hint: try {'strict=False' if strict else 'method=fx'})"
+        ) from None
+    kinds: dict[str, tuple[str, str | None]] = {}
+    args: list[Any] = []
+    user_inputs = iter(inputs)
+    for spec in program.graph_signature.input_specs:
+        kind = spec.kind.name.lower()
+        if hasattr(spec.arg, "name"):
+            kinds[spec.arg.name] = (kind, spec.target)
+        if kind == "user_input":
+            args.append(next(user_inputs))
+        elif spec.target in program.state_dict:
+            args.append(program.state_dict[spec.target])
+        else:
+            args.append(program.constants[spec.target])
+    conversion = _convert(program.graph, kinds, name, {"source": "torch.export"})
+    positions = tuple(
+        i
+        for i, spec in enumerate(program.graph_signature.input_specs)
+        if spec.kind.name == "USER_INPUT"
+    )
+    return _capture(conversion, program.graph_module, tuple(args), positions, device)
+
+
+def capture_graph_module(
+    program: torch.fx.GraphModule, *, name: str, device: str | DeviceSpec = DEFAULT_DEVICE
+) -> Capture:
+    """The graph of an ATen-level `GraphModule` whose nodes carry fake values (`meta["val"]`).
+
+    What torch.compile's AOT autograd hands a backend: parameters are lifted to placeholders, so
+    every placeholder is a persistent input. The capture has no argument values (`args` is
+    empty): the caller runs the program on its own.
+
+    Raises:
+        ModelImportError: a node without a recorded shape, or one the importer cannot size.
+    """
+    placeholders = [node for node in program.graph.nodes if node.op == "placeholder"]
+    kinds = {node.name: ("user_input", node.name) for node in placeholders}
+    conversion = _convert(program.graph, kinds, name, {"source": "torch.compile"})
+    return _capture(conversion, program, (), tuple(range(len(placeholders))), device)
+
+
+def _capture(
+    conversion: _Conversion,
+    program: torch.fx.GraphModule,
+    args: tuple[Any, ...],
+    inputs: tuple[int, ...],
+    device: str | DeviceSpec,
+) -> Capture:
+    graph = annotate_runtimes(conversion.builder.build(), device)
+    return Capture(graph, program, args, inputs, conversion.node_ops, conversion.op_nodes)
 
 
 def import_training_step(
@@ -180,6 +353,27 @@ def import_training_step(
         learning_rate: step size of the update `p - lr * grad` (no optimizer state).
         name: graph name (default: "<class name>-train").
         device: roofline device spec for the runtimes.
+
+    Raises:
+        ModelImportError: the tracer's reason in one line.
+    """
+    return capture_training_step(
+        module, example_inputs, loss=loss, learning_rate=learning_rate, name=name, device=device
+    ).graph
+
+
+def capture_training_step(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    *,
+    loss: Loss | None = None,
+    learning_rate: float = 1e-3,
+    name: str | None = None,
+    device: str | DeviceSpec = DEFAULT_DEVICE,
+) -> Capture:
+    """The training step's graph (as `import_training_step`) and its traced program.
+
+    The program returns the loss and the updated parameters: the graph's outputs.
 
     Raises:
         ModelImportError: the tracer's reason in one line.
@@ -229,8 +423,10 @@ def import_training_step(
     )
     kinds = {node.name: label for node, label in zip(placeholders, labels, strict=True)}
     _attach_module_paths(traced.graph, spans)
-    builder = _convert(traced.graph, kinds, name, {"source": "make_fx", "training": True})
-    return annotate_runtimes(builder.build(), device)
+    conversion = _convert(traced.graph, kinds, name, {"source": "make_fx", "training": True})
+    detached = {key: value.detach() for key, value in params.items()}
+    args = (detached, dict(buffers), *inputs)
+    return _capture(conversion, traced, args, tuple(range(2, len(args))), device)
 
 
 @contextlib.contextmanager
@@ -339,26 +535,31 @@ def _mean_of_output(output: Any, inputs: tuple[torch.Tensor, ...]) -> torch.Tens
 
 def _convert(
     graph: FxGraph, kinds: dict[str, tuple[str, str | None]], name: str, attrs: dict[str, Any]
-) -> GraphBuilder:
-    """Walks an ATen-level fx graph once and builds ops, tensors and edges."""
-    builder = GraphBuilder(name, attrs)
-    values: dict[Node, _Value] = {}
+) -> _Conversion:
+    """Walks an ATen-level fx graph once and builds ops, tensors, edges and the node map."""
+    conversion = _Conversion(name, attrs)
+    values = conversion.values
     for node in graph.nodes:
         if node.op in ("placeholder", "get_attr"):
             kind, target = kinds.get(node.name, ("constant", None))
-            values[node] = _source(builder, node, kind, target or node.name)
+            values[node] = _source(conversion, node, kind, target or node.name)
         elif node.op == "call_function":
             target = node.target
             if target is operator.getitem:
                 values[node] = _Value([values[node.args[0]].outputs[node.args[1]]])
-            elif not _is_dropped(target):
-                values[node] = _call(builder, node, values)
-        elif node.op != "output":
+                conversion.merge(node, node.args[0])
+            elif _is_dropped(target):
+                conversion.merge(node, None)
+            else:
+                values[node] = _call(conversion, node)
+        elif node.op == "output":
+            conversion.mark_outputs(node)
+        else:
             raise ModelImportError(f"op '{node.name}': unsupported fx node kind '{node.op}'")
-    return builder
+    return conversion
 
 
-def _source(builder: GraphBuilder, node: Node, kind: str, label: str) -> _Value:
+def _source(conversion: _Conversion, node: Node, kind: str, label: str) -> _Value:
     if node.op == "get_attr" and "val" not in node.meta:
         raise ModelImportError(
             f"op '{node.name}': a subgraph of a control-flow op (torch.cond, while_loop, ...); "
@@ -369,24 +570,29 @@ def _source(builder: GraphBuilder, node: Node, kind: str, label: str) -> _Value:
         raise ModelImportError(
             f"input '{label}': only tensor inputs can be imported, got {type(value).__name__}"
         )
-    return _source_op(builder, label, kind, value)
+    return _source_op(conversion, node, label, kind, value)
 
 
-def _source_op(builder: GraphBuilder, label: str, kind: str, value: torch.Tensor) -> _Value:
+def _source_op(
+    conversion: _Conversion, node: Node | None, label: str, kind: str, value: torch.Tensor
+) -> _Value:
     """A source op (parameter, buffer, input) producing one persistent tensor."""
-    op = builder.add_op(label, kind=kind)
+    builder = conversion.builder
+    op = conversion.add_op(node, label, kind=kind)
     tensor_label = f"{builder.op_names[op]}:0"
     size = _nbytes(value, tensor_label)
     return _Value([[builder.add_tensor(tensor_label, size, op, persistent=True, **_meta(value))]])
 
 
-def _call(builder: GraphBuilder, node: Node, values: dict[Node, _Value]) -> _Value:
+def _call(conversion: _Conversion, node: Node) -> _Value:
     """One call node: a view is merged into its input; anything else becomes an op."""
+    values, builder = conversion.values, conversion.builder
     result = _fake_value(node)
     inputs = [values[n] for n in node.all_input_nodes if n in values]
     aliased = _aliased_argument(node)
     base = values[aliased[0]].outputs[0] if aliased is not None and aliased[0] in values else []
     if aliased is not None and not aliased[1]:
+        conversion.merge(node, aliased[0])
         count = len(result) if isinstance(result, list | tuple) else 1
         return _Value([list(base) for _ in range(count)])
 
@@ -401,10 +607,14 @@ def _call(builder: GraphBuilder, node: Node, values: dict[Node, _Value]) -> _Val
         _nbytes(item, f"{node.name}:{index}") if item is not None else 0
         for index, item in enumerate(results)
     ]
-    op = builder.add_op(node.name, **_op_attrs(node, results))
-    _add_reads(builder, op, inputs)
+    op = conversion.add_op(node, node.name, **_op_attrs(node, results))
+    conversion.add_reads(op, inputs)
+    if _is_random(node.target):
+        conversion.draw(op)
     if aliased is not None:  # in place: readers use the input, after this op has written it
         done = builder.add_tensor(f"{builder.op_names[op]}:done", 0, op)
+        if base:
+            conversion.write(op, base[0], done)
         return _Value([[*base, done]])
     outputs = []
     for index, item in enumerate(results):
@@ -593,15 +803,15 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
             f"shape propagation failed for {name}{where}: {raised(reason)}"
         ) from None
 
-    builder = GraphBuilder(name, {"source": "torch.fx"})
-    values: dict[Node, _Value] = {}
+    conversion = _Conversion(name, {"source": "torch.fx"})
+    builder, values = conversion.builder, conversion.values
     owned = dict(traced.named_parameters()) | dict(traced.named_buffers())
     parameters: dict[str, _Value] = {}
     for node in traced.graph.nodes:
         if node.op == "placeholder":
-            values[node] = _source(builder, node, "user_input", node.name)
+            values[node] = _source(conversion, node, "user_input", node.name)
         elif node.op == "get_attr":
-            values[node] = _source(builder, node, "parameter", str(node.target))
+            values[node] = _source(conversion, node, "parameter", str(node.target))
         elif node.op in ("call_module", "call_function", "call_method"):
             if node.target is operator.getitem and node.args[0] in values:
                 source = values[node.args[0]].outputs
@@ -615,7 +825,7 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
                 for key, tensor in owned.items():
                     if key.startswith(prefix) and "." not in key[len(prefix) :]:
                         if key not in parameters:
-                            parameters[key] = _source_op(builder, key, "parameter", tensor)
+                            parameters[key] = _source_op(conversion, None, key, "parameter", tensor)
                         inputs_.append(parameters[key])
             shared = _shares_storage(results, node)
             if shared is not None and flops[node] == 0:
@@ -623,7 +833,8 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
                 continue
             op_type = str(node.target) if node.op != "call_function" else node.target.__name__
             outputs = [r for r in results if isinstance(r, torch.Tensor)]
-            op = builder.add_op(
+            op = conversion.add_op(
+                node,
                 node.name,
                 type=op_type,
                 module=str(node.target) if node.op == "call_module" else None,
@@ -631,7 +842,7 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
                 flops=float(flops[node]),
                 bytes_accessed=float(_bytes_accessed(node, outputs)),
             )
-            _add_reads(builder, op, inputs_)
+            conversion.add_reads(op, inputs_)
             values[node] = _Value(
                 [
                     [
@@ -644,6 +855,8 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
                     for i, r in enumerate(results)
                 ]
             )
+        elif node.op == "output":
+            conversion.mark_outputs(node)
     return builder
 
 

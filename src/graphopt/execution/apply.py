@@ -1,0 +1,182 @@
+"""Applying a 1-device solution to the captured PyTorch program: its fx nodes in the solution's order.
+
+FX's generated code drops each value right after its last use, so the order of a `GraphModule`'s
+nodes sets the real lifetime of every intermediate tensor, as section 4 of the contract sets it in
+the cost model. `apply` rebuilds the program's graph with its call nodes in the schedule's order:
+- a node that became a graph op goes where the schedule puts that op;
+- a node the importer merged away (a view, a tuple `getitem`, a dropped runtime check) has no op
+  of its own: a view goes right before its first user, a `getitem` right after its producer, and
+  a node with no users (a check, an unused view) as soon as its inputs exist, so none of them
+  extends a lifetime the cost model does not see;
+- placeholders keep their place at the start and the output node its place at the end.
+The rebuilt graph is checked with `Graph.lint()` and compiled; it computes the same values as the
+captured program because the importer's edges (data, in-place reads, random-op order) hold in
+every valid order.
+"""
+
+from __future__ import annotations
+
+import copy
+import operator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.fx import Node
+
+from graphopt._messages import describe
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Score, Scorer
+from graphopt.errors import SolutionError
+from graphopt.importers.torch_export import Capture
+from graphopt.ir.io import read_json, solution_from_json
+from graphopt.ir.solution import Solution
+
+
+def read_solution_for(path: str | Path, capture: Capture) -> Solution:
+    """The 1-device solution at `path`, checked against the captured graph by op names.
+
+    Raises:
+        SolutionError: a solution for another graph or capture (naming the first op of the
+            capture it lacks, or the first op it names that the capture lacks), a
+            multi-device solution, or any rule of the solution format.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SolutionError(f"{path}: no such file")
+    document = read_json(path, SolutionError)
+    placement = document.get("placement") if isinstance(document, dict) else None
+    if isinstance(placement, dict):
+        graph = capture.graph
+        missing = next((op for op in graph.op_names if op not in placement), None)
+        if missing is not None:
+            raise SolutionError(
+                f"{path}: op '{missing}' of the captured model is not in the solution: it was "
+                "made for another graph or another capture of the model (re-import the model "
+                "the same way, --train included, and solve that graph)"
+            )
+        extra = next((op for op in placement if op not in graph.op_ids), None)
+        if extra is not None:
+            raise SolutionError(
+                f"{path}: op {describe(extra)} of the solution is not in the captured model: "
+                "it was made for another graph or another capture of the model"
+            )
+    try:
+        return solution_from_json(document, capture.graph)
+    except SolutionError as error:
+        raise SolutionError(f"{path}: {error}") from None
+
+
+def check_one_device(solution: Solution, model: str = "MODEL", path: str = "SOLUTION") -> None:
+    """Refuses a multi-device solution, naming the command that runs one.
+
+    Raises:
+        SolutionError: the solution places ops on more than one device.
+    """
+    if solution.n_devices != 1:
+        raise SolutionError(
+            f"the solution uses {solution.n_devices} devices; apply runs 1-device schedules "
+            f"(replay a multi-device one with: graphopt replay {model} {path})"
+        )
+
+
+def op_order(capture: Capture, solution: Solution) -> list[str]:
+    """The graph ops in the order the solution runs them (a 1-device solution's events)."""
+    names = capture.graph.op_names
+    return [names[code] for code in solution.order.tolist() if code < len(names)]
+
+
+def apply(capture: Capture, solution: Solution) -> torch.fx.GraphModule:
+    """The captured program with its nodes in the order of `solution` (1 device).
+
+    The solution is scored first, so an order that breaks a rule of the contract is refused
+    with the scorer's message rather than turned into a program that fails at run time.
+
+    Raises:
+        SolutionError: a multi-device or invalid solution.
+    """
+    check_one_device(solution)
+    Scorer(capture.graph, Machine(n_devices=1)).score(solution)
+    return reorder(capture, op_order(capture, solution))
+
+
+def predict(capture: Capture, solution: Solution) -> Score:
+    """The cost model's score of `solution` on the captured graph (1 device)."""
+    return Scorer(capture.graph, Machine(n_devices=solution.n_devices)).score(solution)
+
+
+def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:
+    """The captured program with its op nodes in the order `ops` (all the graph's ops, once)."""
+    program = capture.program
+    by_name = {node.name: node for node in program.graph.nodes}
+    own = set(capture.op_nodes.values())
+    placed: dict[Node, None] = {}
+    pending = [  # nodes no other node uses and that became no op: checks, unused views
+        node
+        for node in program.graph.nodes
+        if node.op == "call_function" and not node.users and node.name not in own
+    ]
+
+    def place(node: Node) -> None:
+        if node in placed:
+            return
+        for source in node.all_input_nodes:
+            place(source)  # only merged nodes and placeholders can still be missing here
+        placed[node] = None
+        for user in node.users:
+            if user.target is operator.getitem:
+                place(user)
+
+    for node in program.graph.nodes:
+        if node.op == "placeholder":
+            place(node)
+    for op in ops:
+        place(by_name[capture.op_nodes[op]])
+        for node in [n for n in pending if all(i in placed for i in n.all_input_nodes)]:
+            pending.remove(node)
+            place(node)
+    output = next(node for node in program.graph.nodes if node.op == "output")
+    for node in [*pending, output]:
+        place(node)
+    if len(placed) != len(program.graph.nodes):
+        lost = next(node for node in program.graph.nodes if node not in placed)
+        raise SolutionError(f"fx node '{lost.name}' has no place in the order")
+
+    graph = torch.fx.Graph()
+    graph._codegen = copy.deepcopy(program.graph._codegen)
+    copies: dict[Node, Node] = {}
+    for node in placed:
+        copies[node] = graph.node_copy(node, lambda n: copies[n])
+    graph.lint()
+    module = torch.fx.GraphModule(program, graph)
+    module.recompile()
+    return module
+
+
+def save_code(module: torch.fx.GraphModule, path: str | Path) -> None:
+    """Writes the reordered program's Python code, for reading or diffing against the original."""
+    Path(path).write_text(module.code, encoding="utf-8")
+
+
+def outputs_identical(first: Any, second: Any) -> bool:
+    """Whether two programs' outputs are equal bit for bit (same structure, dtypes and bytes)."""
+    a, spec_a = torch.utils._pytree.tree_flatten(first)
+    b, spec_b = torch.utils._pytree.tree_flatten(second)
+    if spec_a != spec_b:
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor):
+            if x.dtype != y.dtype or x.shape != y.shape:
+                return False
+            if not torch.equal(_bytes(x), _bytes(y)):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor's elements as raw bytes: equal bytes, not equal values (NaN, -0.0)."""
+    return tensor.detach().contiguous().reshape(-1).view(torch.uint8)

@@ -1,0 +1,189 @@
+"""Measuring a program's real memory and time, the way the cost model predicts them.
+
+`LiveBytes` is a `TorchDispatchMode` that sees every ATen op the program runs: each storage an op
+returns that did not exist before is counted once (outputs that alias an input's storage, views
+and in-place results, add nothing), and is released when the storage itself is freed (its
+finalizer), whichever tensor held it last. Its peak is the largest sum of live storages right
+after an op returned, when the op's inputs are still alive: the contract's step memory without
+the persistent tensors, which exist before the program starts. The allocator's own view comes
+from `torch.profiler`'s memory events (it also sees scratch buffers inside kernels), and on CUDA
+from `torch.cuda.max_memory_allocated`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import sys
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+
+class LiveBytes(TorchDispatchMode):
+    """Live bytes of the storages created while it is active, per logical device.
+
+    `device` is the logical device the next ops run on (an executor sets it; 0 otherwise); a new
+    storage counts on the device current when an op returned it and leaves that device's total
+    when it is freed.
+    """
+
+    def __init__(self, n_devices: int = 1) -> None:
+        super().__init__()
+        self.device = 0
+        self.current = [0] * n_devices
+        self.peak = [0] * n_devices
+        self._live: dict[int, tuple[int, int]] = {}  # storage key -> (device, bytes)
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
+        out = func(*args, **(kwargs or {}))
+        inputs = {
+            _key(value) for value in tree_flatten((args, kwargs))[0] if _is_tensor(value)
+        }
+        for value in tree_flatten(out)[0]:
+            if not _is_tensor(value):
+                continue
+            storage = value.untyped_storage()
+            key = _key(value)
+            if key in inputs or key in self._live:
+                continue
+            size = storage.nbytes()
+            self._live[key] = (self.device, size)
+            self.current[self.device] += size
+            weakref.finalize(storage, self._release, key)
+        device = self.device
+        self.peak[device] = max(self.peak[device], self.current[device])
+        return out
+
+    def _release(self, key: int) -> None:
+        device, size = self._live.pop(key)
+        self.current[device] -= size
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _key(tensor: torch.Tensor) -> int:
+    return StorageWeakRef(tensor.untyped_storage()).cdata
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One program run on one set of inputs.
+
+    Attributes:
+        live_peak: peak bytes of live storages the program created (`LiveBytes`).
+        allocator_peak: peak of the CPU allocator's memory events in `torch.profiler`, relative
+            to the start (it also counts kernels' scratch buffers); None when not profiled.
+        cuda_peak: `max_memory_allocated` above the start on CUDA; None on CPU.
+        seconds: median wall time of the timed runs.
+        outputs: what the tracked run returned.
+    """
+
+    live_peak: int
+    allocator_peak: int | None
+    cuda_peak: int | None
+    seconds: float
+    outputs: Any
+
+
+def measure(
+    program: Callable[..., Any],
+    args: tuple[Any, ...],
+    *,
+    repeats: int = 5,
+    profile: bool = True,
+) -> Measurement:
+    """Runs `program(*args)` under `LiveBytes`, the profiler, and `repeats` times for the clock.
+
+    Runs under `torch.no_grad()`: a captured program computes its own gradients, and autograd
+    would keep tensors alive that the program does not.
+    """
+    with torch.no_grad():
+        with LiveBytes() as live:
+            outputs = program(*args)
+        allocator = _profiled_peak(program, args) if profile else None
+        cuda = _cuda_peak(program, args) if torch.cuda.is_available() else None
+        times = []
+        for _ in range(max(repeats, 1)):
+            start = time.perf_counter()
+            program(*args)
+            times.append(time.perf_counter() - start)
+    return Measurement(live.peak[0], allocator, cuda, statistics.median(times), outputs)
+
+
+def _profiled_peak(program: Callable[..., Any], args: tuple[Any, ...]) -> int | None:
+    """Peak of the allocator's live bytes above the start, from the profiler's memory timeline.
+
+    The timeline (`_memory_profile`, what `export_memory_timeline` draws) lists every allocation
+    and free with its size, scratch buffers inside kernels included. None when this torch's
+    profiler cannot build it.
+    """
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action
+
+    with _quiet_stderr(), profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True
+    ) as prof:
+        program(*args)
+    try:
+        timeline = prof._memory_profile().timeline
+    except Exception:  # a private API: its absence or failure leaves the allocator's view out
+        return None
+    running = peak = 0
+    for _, action, _, size in timeline:
+        if action == Action.CREATE:
+            running += size
+        elif action == Action.DESTROY:
+            running -= size
+        peak = max(peak, running)
+    return peak
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Sends file descriptor 2 to /dev/null: the profiler's C++ side logs every start and stop."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _cuda_peak(program: Callable[..., Any], args: tuple[Any, ...]) -> int:
+    """Peak allocated CUDA bytes above the start, running on `cuda:0` (inputs copied there)."""
+    on_gpu = tree_map(lambda v: v.to("cuda") if _is_tensor(v) else v, args)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    program(*on_gpu)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def random_like(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """A random tensor of `value`'s shape and dtype.
+
+    Integers stay in `value`'s range, so token ids and labels stay valid.
+    """
+    if value.dtype == torch.bool:
+        return torch.rand(value.shape, generator=generator) < 0.5
+    if value.dtype.is_floating_point or value.dtype.is_complex:
+        return torch.randn(value.shape, generator=generator, dtype=value.dtype)
+    low, high = (int(value.min()), int(value.max()) + 1) if value.numel() else (0, 1)
+    return torch.randint(low, high, value.shape, generator=generator, dtype=value.dtype)
