@@ -34,9 +34,20 @@ ALLOWED: dict[str, set[str]] = {
     "learning": _MODELS | {"importers", "solvers", "datasets"},
     "api": _MODELS | {"importers", "solvers", "optimize"},
     "warmup": _MODELS | {"solvers", "optimize"},
-    "evaluation": _MODELS | {"importers", "solvers", "optimize", "datasets", "learning"},
+    "pictures": _MODELS,
+    "evaluation": _MODELS
+    | {"importers", "solvers", "optimize", "datasets", "learning", "pictures"},
     "cli": _MODELS
-    | {"importers", "solvers", "optimize", "datasets", "learning", "evaluation", "warmup"},
+    | {
+        "importers",
+        "solvers",
+        "optimize",
+        "datasets",
+        "learning",
+        "evaluation",
+        "warmup",
+        "pictures",
+    },
     "__main__": {"cli"},
 }
 """Layer (the first name under `graphopt`) -> the other layers it may import."""

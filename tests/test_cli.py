@@ -212,7 +212,8 @@ def imported_modules(*args: str) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    "args", [["--help"], ["--version"], ["optimize", "--help"], ["warmup", "--help"]]
+    "args",
+    [["--help"], ["--version"], ["optimize", "--help"], ["warmup", "--help"], ["plot", "--help"]],
 )
 def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
     modules = imported_modules(*args)

@@ -35,6 +35,21 @@ CapacityOption = Annotated[str | None, typer.Option(help="Memory per device, e.g
 BandwidthOption = Annotated[
     float | None, typer.Option(help="Transfer bytes/second [default: infinite].")
 ]
+SolutionArgument = Annotated[
+    Path, typer.Argument(help="Solution file (graphopt.solution/1).", metavar="SOLUTION")
+]
+# A solution's own machine, unless overridden: the options of `score`, and of the commands that
+# must time a solution as `score` does.
+SolutionDevicesOption = Annotated[
+    int | None, typer.Option("--devices", help="Devices [default: the solution's].")
+]
+SolutionLatencyOption = Annotated[
+    float | None,
+    typer.Option("--latency", help="Seconds added to each transfer [default: 0]."),
+]
+SolutionModeOption = Annotated[
+    str | None, typer.Option("--mode", help="Transfer mode: sync or async [default: sync].")
+]
 
 EXIT_INVALID = 2
 """Invalid input or request: one line naming the item and the rule (docs/format.md)."""

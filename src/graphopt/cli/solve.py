@@ -16,6 +16,10 @@ from graphopt.cli.common import (
     CapacityOption,
     GraphArgument,
     JsonFlag,
+    SolutionArgument,
+    SolutionDevicesOption,
+    SolutionLatencyOption,
+    SolutionModeOption,
     console,
     print_json,
     user_errors,
@@ -33,18 +37,12 @@ if TYPE_CHECKING:
 @user_errors
 def score(
     graph_path: GraphArgument,
-    solution_path: Annotated[
-        Path, typer.Argument(help="Solution file (graphopt.solution/1).", metavar="SOLUTION")
-    ],
-    devices: Annotated[int | None, typer.Option(help="Devices [default: the solution's].")] = None,
+    solution_path: SolutionArgument,
+    devices: SolutionDevicesOption = None,
     capacity: CapacityOption = None,
-    latency: Annotated[
-        float | None, typer.Option(help="Seconds added to each transfer [default: 0].")
-    ] = None,
+    latency: SolutionLatencyOption = None,
     bandwidth: BandwidthOption = None,
-    mode: Annotated[
-        str | None, typer.Option(help="Transfer mode: sync or async [default: sync].")
-    ] = None,
+    mode: SolutionModeOption = None,
     reference: Annotated[
         bool, typer.Option(help="Use the plain reference scorer (slow oracle).")
     ] = False,

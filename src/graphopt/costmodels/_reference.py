@@ -59,8 +59,11 @@ def reference_check(graph: Graph, solution: Solution) -> tuple[Violation, int, i
     return Violation.NONE, -1, -1
 
 
-def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
-    """Peak memory of each device (section 4) of a valid solution."""
+def reference_memory_steps(graph: Graph, solution: Solution) -> list[list[int]]:
+    """Memory of every device at every step (section 4) of a valid solution.
+
+    Row t holds step t's bytes per device: resident copies plus the running op's temp memory.
+    """
     d = solution.n_devices
     place = [int(p) for p in solution.placement]
     events = [int(c) for c in solution.order]
@@ -79,7 +82,7 @@ def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
     for t in persistent:
         memory[home[t]] += int(graph.tensor_size[t])
     freed_after: dict[int, list[tuple[int, int]]] = {}  # step -> copies freed right after it
-    peak = [0] * d
+    steps = []
     for step, code in enumerate(events):
         temp = [0] * d
         if code < graph.n_ops:
@@ -94,20 +97,32 @@ def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
             if code < graph.n_ops and graph.tensor_output[t]:
                 continue  # a graph output's home copy stays to the last step
             freed_after.setdefault(last_read.get((t, device), step), []).append((t, device))
-        for device in range(d):
-            peak[device] = max(peak[device], memory[device] + temp[device])
+        steps.append([memory[device] + temp[device] for device in range(d)])
         for t, device in freed_after.pop(step, []):
             memory[device] -= int(graph.tensor_size[t])
+    return steps
+
+
+def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
+    """Peak memory of each device (section 4) of a valid solution: its largest step."""
+    peak = [0] * solution.n_devices
+    for step in reference_memory_steps(graph, solution):
+        peak = [max(p, m) for p, m in zip(peak, step, strict=True)]
     return peak
 
 
-def reference_makespan(graph: Graph, solution: Solution, machine: Machine) -> float:
-    """Makespan (section 5) of a valid solution: the latest finish of any event."""
+def reference_event_times(
+    graph: Graph, solution: Solution, machine: Machine
+) -> list[tuple[float, float]]:
+    """(start, finish) of every event (section 5) of a valid solution, in schedule order.
+
+    An async transfer occupies no device: it starts when its tensor is produced.
+    """
     d = solution.n_devices
     place = [int(p) for p in solution.placement]
     device_free = [0.0] * d
     available: dict[tuple[int, int], float] = {}  # (tensor, device) -> time the copy is there
-    makespan = 0.0
+    times = []
     for code in (int(c) for c in solution.order):
         if code < graph.n_ops:
             device = place[code]
@@ -123,13 +138,20 @@ def reference_makespan(graph: Graph, solution: Solution, machine: Machine) -> fl
             produced = available[(t, place[graph.tensor_producer[t]])]
             duration = machine.transfer_duration(int(graph.tensor_size[t]))
             if machine.mode == "sync":
-                finish = max(device_free[device], produced) + duration
+                start = max(device_free[device], produced)
+                finish = start + duration
                 device_free[device] = finish
             else:
+                start = produced
                 finish = produced + duration
             available[(t, device)] = finish
-        makespan = max(makespan, finish)
-    return makespan
+        times.append((start, finish))
+    return times
+
+
+def reference_makespan(graph: Graph, solution: Solution, machine: Machine) -> float:
+    """Makespan (section 5) of a valid solution: the latest finish of any event."""
+    return max([0.0] + [finish for _, finish in reference_event_times(graph, solution, machine)])
 
 
 def reference_score(graph: Graph, solution: Solution, machine: Machine) -> Score:
