@@ -32,11 +32,12 @@ ALLOWED: dict[str, set[str]] = {
     "optimize": _MODELS | {"solvers"},
     "datasets": _MODELS | {"importers"},
     "learning": _MODELS | {"importers", "solvers", "datasets"},
-    "api": _MODELS | {"importers", "solvers", "optimize"},
+    "execution": _MODELS | {"importers", "solvers", "optimize"},
+    "api": _MODELS | {"importers", "solvers", "optimize", "execution"},
     "warmup": _MODELS | {"solvers", "optimize"},
     "pictures": _MODELS,
     "evaluation": _MODELS
-    | {"importers", "solvers", "optimize", "datasets", "learning", "pictures"},
+    | {"importers", "solvers", "optimize", "datasets", "learning", "pictures", "execution"},
     "cli": _MODELS
     | {
         "importers",
@@ -47,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
         "evaluation",
         "warmup",
         "pictures",
+        "execution",
     },
     "__main__": {"cli"},
 }

@@ -1,2 +1,5 @@
-"""Running solutions on the real program: apply an order to a captured PyTorch program, measure
-its memory and time, replay multi-device solutions, and a torch.compile backend."""
+"""Running solutions on the real program.
+
+Apply an order to a captured PyTorch program, measure its memory and time, replay multi-device
+solutions event by event, and a torch.compile backend.
+"""

@@ -1,4 +1,4 @@
-"""Applying a 1-device solution to the captured PyTorch program: its fx nodes in the solution's order.
+"""Applying a 1-device solution to a captured PyTorch program: its fx nodes in the order.
 
 FX's generated code drops each value right after its last use, so the order of a `GraphModule`'s
 nodes sets the real lifetime of every intermediate tensor, as section 4 of the contract sets it in

@@ -43,13 +43,9 @@ class LiveBytes(TorchDispatchMode):
         self.peak = [0] * n_devices
         self._live: dict[int, tuple[int, int]] = {}  # storage key -> (device, bytes)
 
-    def __torch_dispatch__(
-        self, func: Any, types: Any, args: Any = (), kwargs: Any = None
-    ) -> Any:
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        inputs = {
-            _key(value) for value in tree_flatten((args, kwargs))[0] if _is_tensor(value)
-        }
+        inputs = {_key(value) for value in tree_flatten((args, kwargs))[0] if _is_tensor(value)}
         for value in tree_flatten(out)[0]:
             if not _is_tensor(value):
                 continue
@@ -133,9 +129,15 @@ def _profiled_peak(program: Callable[..., Any], args: tuple[Any, ...]) -> int | 
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import Action
 
-    with _quiet_stderr(), profile(
-        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True
-    ) as prof:
+    with (
+        _quiet_stderr(),
+        profile(
+            activities=[ProfilerActivity.CPU],
+            profile_memory=True,
+            record_shapes=True,
+            with_stack=True,
+        ) as prof,
+    ):
         program(*args)
     try:
         timeline = prof._memory_profile().timeline

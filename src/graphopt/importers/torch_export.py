@@ -134,6 +134,11 @@ class Capture:
             op whose value it merely views or unpacks (merged views, tuple getitems); None for
             dropped runtime checks.
         op_nodes: every graph op -> the fx node it came from.
+        tensor_values: every graph tensor that holds data -> (fx node, output index) of the
+            value it is (index 0 for a node with one result); order-only and in-place marker
+            tensors (size 0, no value of their own) are absent.
+        writes: every in-place op's node -> the input node whose storage it writes (its result
+            is that storage, not a value of its own).
     """
 
     graph: Graph
@@ -142,6 +147,8 @@ class Capture:
     inputs: tuple[int, ...]
     node_ops: Mapping[str, str | None]
     op_nodes: Mapping[str, str]
+    tensor_values: Mapping[str, tuple[str, int]]
+    writes: Mapping[str, str]
 
 
 class _Conversion:
@@ -158,6 +165,8 @@ class _Conversion:
         self.values: dict[Node, _Value] = {}
         self.node_ops: dict[str, str | None] = {}
         self.op_nodes: dict[str, str] = {}
+        self.tensor_values: dict[str, tuple[str, int]] = {}
+        self.writes: dict[str, str] = {}
         self.readers: dict[int, list[int]] = {}
         self.last_write: dict[int, tuple[int, int]] = {}
         self.last_random: int | None = None
@@ -169,6 +178,15 @@ class _Conversion:
             self.node_ops[node.name] = self.builder.op_names[op]
             self.op_nodes[self.builder.op_names[op]] = node.name
         return op
+
+    def add_value(
+        self, node: Node | None, index: int, label: str, size: int, op: int, **attrs: Any
+    ) -> int:
+        """Adds the tensor holding `node`'s result `index` and records which value it is."""
+        tensor = self.builder.add_tensor(label, size, op, **attrs)
+        if node is not None:
+            self.tensor_values[self.builder.tensor_names[tensor]] = (node.name, index)
+        return tensor
 
     def merge(self, node: Node, into: Node | None) -> None:
         """Records a node that became no op of its own, belonging to `into`'s op."""
@@ -331,7 +349,16 @@ def _capture(
     device: str | DeviceSpec,
 ) -> Capture:
     graph = annotate_runtimes(conversion.builder.build(), device)
-    return Capture(graph, program, args, inputs, conversion.node_ops, conversion.op_nodes)
+    return Capture(
+        graph,
+        program,
+        args,
+        inputs,
+        conversion.node_ops,
+        conversion.op_nodes,
+        conversion.tensor_values,
+        conversion.writes,
+    )
 
 
 def import_training_step(
@@ -581,7 +608,8 @@ def _source_op(
     op = conversion.add_op(node, label, kind=kind)
     tensor_label = f"{builder.op_names[op]}:0"
     size = _nbytes(value, tensor_label)
-    return _Value([[builder.add_tensor(tensor_label, size, op, persistent=True, **_meta(value))]])
+    tensor = conversion.add_value(node, 0, tensor_label, size, op, persistent=True, **_meta(value))
+    return _Value([[tensor]])
 
 
 def _call(conversion: _Conversion, node: Node) -> _Value:
@@ -613,6 +641,7 @@ def _call(conversion: _Conversion, node: Node) -> _Value:
         conversion.draw(op)
     if aliased is not None:  # in place: readers use the input, after this op has written it
         done = builder.add_tensor(f"{builder.op_names[op]}:done", 0, op)
+        conversion.writes[node.name] = aliased[0].name
         if base:
             conversion.write(op, base[0], done)
         return _Value([[*base, done]])
@@ -622,7 +651,7 @@ def _call(conversion: _Conversion, node: Node) -> _Value:
             outputs.append([])
             continue
         label = f"{builder.op_names[op]}:{index}"
-        outputs.append([builder.add_tensor(label, sizes[index], op, **_meta(item))])
+        outputs.append([conversion.add_value(node, index, label, sizes[index], op, **_meta(item))])
     return _Value(outputs)
 
 

@@ -1,0 +1,235 @@
+"""Replaying a multi-device solution on the captured program, event by event.
+
+Each op event runs its fx node on its device with the copies of its inputs that live there; each
+transfer event copies a tensor to its destination (`.to(device)`, or a `clone` when the devices
+are logical CPU devices that share one memory); and every copy is dropped right after its last
+reader, as section 4 of the contract frees it (a graph output's home copy is kept to the end). A
+`LiveBytes` tracker attributes every storage an op or a copy creates to the device it runs on, so
+each device's measured peak stands beside the cost model's prediction for it.
+
+Nodes the importer merged into others (views, tuple getitems) are evaluated on the device that
+reads them, from the copy there, when first needed, and dropped with the copy they view. The
+replay is sequential: it checks memory and values, not time.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.fx import Node
+from torch.utils._pytree import tree_flatten
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.errors import SolutionError
+from graphopt.execution.measure import LiveBytes
+from graphopt.importers.torch_export import Capture
+from graphopt.ir.solution import Solution
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a replay measured, per device, beside what the cost model predicts.
+
+    Attributes:
+        devices: the torch device each logical device ran on.
+        measured: [d] peak bytes of live storages created on each device (`LiveBytes`).
+        predicted: [d] the cost model's peak of each device.
+        persistent: [d] bytes of persistent tensors homed on each device (resident before the
+            program starts, so not among the measured storages).
+        outputs: the program's outputs, in the structure the captured program returns.
+    """
+
+    devices: tuple[str, ...]
+    measured: tuple[int, ...]
+    predicted: tuple[int, ...]
+    persistent: tuple[int, ...]
+    outputs: Any
+
+
+def replay(
+    capture: Capture,
+    solution: Solution,
+    devices: Sequence[str] | None = None,
+    args: tuple[Any, ...] | None = None,
+) -> Replay:
+    """Runs `solution` on the captured program, one event at a time, on `devices`.
+
+    Args:
+        capture: the program and its graph.
+        solution: a valid solution of `capture.graph` on any number of devices.
+        devices: a torch device per logical device (default: "cpu" for each).
+        args: the program's inputs (default: `capture.args`).
+
+    Raises:
+        SolutionError: an invalid solution, or a device list of the wrong length.
+    """
+    graph, d = capture.graph, solution.n_devices
+    devices = tuple(devices) if devices is not None else ("cpu",) * d
+    if len(devices) != d:
+        raise SolutionError(f"the solution uses {d} devices, {len(devices)} were given")
+    score = Scorer(graph, Machine(n_devices=d)).score(solution)
+    runner = _Runner(capture, solution, devices, capture.args if args is None else args)
+    with torch.no_grad(), LiveBytes(d) as live:
+        runner.live = live
+        outputs = runner.run()
+    persistent = [0] * d
+    for t in range(graph.n_tensors):
+        if graph.tensor_persistent[t]:
+            persistent[int(solution.placement[graph.tensor_producer[t]])] += int(
+                graph.tensor_size[t]
+            )
+    return Replay(
+        devices, tuple(live.peak), score.peak_memory_per_device, tuple(persistent), outputs
+    )
+
+
+class _Runner:
+    """The state of one replay: copies by (fx node, output index, device) and when each dies."""
+
+    def __init__(
+        self,
+        capture: Capture,
+        solution: Solution,
+        devices: tuple[str, ...],
+        args: tuple[Any, ...],
+    ) -> None:
+        self.capture, self.solution, self.devices = capture, solution, devices
+        self.graph = capture.graph
+        self.nodes = {node.name: node for node in capture.program.graph.nodes}
+        self.place = [int(p) for p in solution.placement]
+        self.copies: dict[tuple[str, int, int], Any] = {}
+        self.views: dict[tuple[str, int], Any] = {}  # merged nodes evaluated on a device
+        self.live: LiveBytes | None = None
+        self.own = set(capture.op_nodes.values())  # nodes that are graph ops of their own
+        self.merged = {name for name in capture.node_ops if name not in self.own}
+        placeholders = [n for n in capture.program.graph.nodes if n.op == "placeholder"]
+        leaves = tree_flatten(args)[0]
+        for node, value in zip(placeholders, leaves, strict=True):
+            op = self.graph.op_ids[capture.node_ops[node.name]]
+            self.copies[(node.name, 0, self.place[op])] = value
+        self.value_of = {  # graph tensor index -> (node, output index)
+            self.graph.tensor_ids[name]: value for name, value in capture.tensor_values.items()
+        }
+
+    def run(self) -> Any:
+        graph, d = self.graph, self.solution.n_devices
+        last_read = self._last_reads()
+        for step, code in enumerate(self.solution.order.tolist()):
+            if code < graph.n_ops:
+                self._run_op(code)
+            else:
+                t, device = divmod(code - graph.n_ops, d)
+                self._transfer(t, device)
+            for t, device in last_read.pop(step, ()):
+                self._drop(t, device)
+        output = next(n for n in self.capture.program.graph.nodes if n.op == "output")
+        home = {n.name: self._home(n) for n in output.all_input_nodes}
+        values = torch.fx.node.map_arg(output.args[0], lambda n: self._value(n, home[n.name]))
+        return self.capture.program.graph._codegen.process_outputs(values)
+
+    def _last_reads(self) -> dict[int, list[tuple[int, int]]]:
+        """Step -> the copies (tensor, device) whose last reader it is (section 4).
+
+        A graph output's and a persistent tensor's home copies are never dropped; a copy
+        without readers is dropped right after the step that made it.
+        """
+        graph, d = self.graph, self.solution.n_devices
+        last: dict[tuple[int, int], int] = {}
+        for step, code in enumerate(self.solution.order.tolist()):
+            if code < graph.n_ops:
+                device = self.place[code]
+                for t in graph.outputs(code).tolist():
+                    last.setdefault((t, device), step)
+                for t in graph.inputs(code).tolist():
+                    last[(t, device)] = step
+            else:
+                t, device = divmod(code - graph.n_ops, d)
+                last.setdefault((t, device), step)
+                last[(t, self.place[graph.tensor_producer[t]])] = step
+        by_step: dict[int, list[tuple[int, int]]] = {}
+        for (t, device), step in last.items():
+            home = device == self.place[graph.tensor_producer[t]]
+            if home and (graph.tensor_output[t] or graph.tensor_persistent[t]):
+                continue
+            if t in self.value_of:
+                by_step.setdefault(step, []).append((t, device))
+        return by_step
+
+    def _run_op(self, op: int) -> None:
+        node = self.nodes[self.capture.op_nodes[self.graph.op_names[op]]]
+        if node.op == "placeholder":
+            return
+        device = self.place[op]
+        assert self.live is not None
+        self.live.device = device
+        args, kwargs = torch.fx.node.map_arg(
+            (node.args, node.kwargs), lambda n: self._value(n, device)
+        )
+        result = node.target(*args, **kwargs)
+        if node.name in self.capture.writes:
+            return  # in place: readers find the written copy through `_value`
+        results = result if isinstance(result, list | tuple) else [result]
+        for index, value in enumerate(results):
+            self.copies[(node.name, index, device)] = value
+
+    def _transfer(self, t: int, device: int) -> None:
+        if t not in self.value_of:
+            return  # an order-only tensor: nothing to move
+        name, index = self.value_of[t]
+        home = self.place[self.graph.tensor_producer[t]]
+        source = self.copies[(name, index, home)]
+        assert self.live is not None
+        self.live.device = device
+        target = self.devices[device]
+        same = torch.device(target) == source.device
+        self.copies[(name, index, device)] = source.clone() if same else source.to(target)
+
+    def _drop(self, t: int, device: int) -> None:
+        name, index = self.value_of[t]
+        self.copies.pop((name, index, device), None)
+        for key in [k for k in self.views if k[1] == device and self._rooted(k[0], name)]:
+            del self.views[key]
+
+    def _rooted(self, merged: str, name: str) -> bool:
+        """Whether merged node `merged` views (through merged nodes) the value of node `name`."""
+        node = self.nodes[merged]
+        return any(
+            source.name == name or (source.name in self.merged and self._rooted(source.name, name))
+            for source in node.all_input_nodes
+        )
+
+    def _home(self, node: Node) -> int:
+        """The device of the op a returned node belongs to."""
+        op = self.capture.node_ops[node.name]
+        return self.place[self.graph.op_ids[op]] if op is not None else 0
+
+    def _value(self, node: Node, device: int) -> Any:
+        """The value of `node` on `device`: a copy there, or a merged node evaluated from one."""
+        if node.name in self.capture.writes:
+            return self._value(self.nodes[self.capture.writes[node.name]], device)
+        if node.name in self.own:
+            return self._copy(node, 0, device)
+        if node.target is operator.getitem:
+            source = node.args[0]
+            if source.name in self.own:
+                return self._copy(source, node.args[1], device)
+        key = (node.name, device)
+        if key not in self.views:
+            args, kwargs = torch.fx.node.map_arg(
+                (node.args, node.kwargs), lambda n: self._value(n, device)
+            )
+            self.views[key] = node.target(*args, **kwargs)
+        return self.views[key]
+
+    def _copy(self, node: Node, index: int, device: int) -> Any:
+        key = (node.name, index, device)
+        if key not in self.copies:
+            raise SolutionError(
+                f"fx node '{node.name}' has no copy on device {device} when it is read"
+            )
+        return self.copies[key]
