@@ -1,17 +1,17 @@
 """The `graphopt` command line: the typer app and the one-line error contract.
 
-Commands: generate, import, zoo, dataset, info, score, optimize, plot, compare, train, bench.
+Commands: generate, import, zoo, dataset, info, score, optimize, plot, compare, apply, measure,
+replay, train, bench.
 
 Every command that prints results also takes `--json` and then prints exactly one JSON object on
 stdout. Invalid input ends with one line on stderr naming the item and the rule, and exit
 status 2; never a stack trace.
 
-The commands live by concern (`graphs`, `solve`, `pictures`, `bench`, `train`, with what they
-share in `common`); this module builds the app from them and runs it. Each command imports what
-it needs inside its body: importing numpy, numba and the cost models at module level cost every
+The commands live by concern (`graphs`, `solve`, `pictures`, `execution`, `bench`, `train`, with
+what they share in `common`); this module builds the app from them and runs it. Each command imports
+what it needs inside its body: importing numpy, numba and the cost models at module level cost every
 call, `graphopt --help` included, about 0.4 s before it started work. Names that command signatures
-use (typer reads them when these modules are imported) come from modules that import nothing
-heavy.
+use (typer reads them when these modules are imported) come from modules that import nothing heavy.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Annotated
 import typer
 
 from graphopt import __version__
-from graphopt.cli import bench, graphs, pictures, solve, train
+from graphopt.cli import bench, execution, graphs, pictures, solve, train
 from graphopt.cli.common import EXIT_INTERNAL, EXIT_INVALID
 from graphopt.errors import GraphoptError, one_line
 
@@ -44,6 +44,9 @@ app.command()(solve.score)
 app.command()(solve.optimize)
 app.command()(pictures.plot)
 app.command()(pictures.compare)
+app.command()(execution.apply)
+app.command()(execution.measure)
+app.command()(execution.replay)
 app.command()(bench.bench)
 app.command()(solve.solvers)
 app.command()(solve.warmup)

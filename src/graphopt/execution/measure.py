@@ -18,14 +18,19 @@ import statistics
 import sys
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
+
+from graphopt.execution.apply import apply, outputs_identical, predict
+from graphopt.importers.torch_export import Capture
+from graphopt.ir.solution import Solution
 
 
 class LiveBytes(TorchDispatchMode):
@@ -100,13 +105,17 @@ def measure(
     *,
     repeats: int = 5,
     profile: bool = True,
+    seed: int = 0,
 ) -> Measurement:
     """Runs `program(*args)` under `LiveBytes`, the profiler, and `repeats` times for the clock.
 
     Runs under `torch.no_grad()`: a captured program computes its own gradients, and autograd
-    would keep tensors alive that the program does not.
+    would keep tensors alive that the program does not. The tracked run starts from torch's
+    random state seeded with `seed` (the caller's state is restored), so programs with random
+    ops (dropout) give comparable outputs.
     """
-    with torch.no_grad():
+    with torch.no_grad(), torch.random.fork_rng():
+        torch.manual_seed(seed)
         with LiveBytes() as live:
             outputs = program(*args)
         allocator = _profiled_peak(program, args) if profile else None
@@ -189,3 +198,80 @@ def random_like(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor
         return torch.randn(value.shape, generator=generator, dtype=value.dtype)
     low, high = (int(value.min()), int(value.max()) + 1) if value.numel() else (0, 1)
     return torch.randint(low, high, value.shape, generator=generator, dtype=value.dtype)
+
+
+def fresh_args(capture: Capture, seed: int) -> tuple[Any, ...]:
+    """The capture's arguments with random example inputs (parameters and buffers as they are).
+
+    A search's order is measured on inputs it has never seen; the same seed gives the same
+    inputs.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    args = list(capture.args)
+    for position in capture.inputs:
+        args[position] = random_like(args[position], generator)
+    return tuple(args)
+
+
+@dataclass(frozen=True)
+class OrderMeasurement:
+    """One order of a captured program: predicted and measured peaks, time, and its outputs.
+
+    Attributes:
+        label: the order's name ("captured" for the program as captured).
+        predicted: the cost model's peak memory, persistent tensors included.
+        persistent: bytes of the persistent tensors (parameters, buffers, inputs), which exist
+            before the program runs and so are not among the measured storages.
+        measurement: the run.
+        identical: whether its outputs equal the captured program's bit for bit.
+    """
+
+    label: str
+    predicted: int
+    persistent: int
+    measurement: Measurement
+    identical: bool
+
+    @property
+    def predicted_live(self) -> int:
+        """The prediction the live-bytes peak must equal: the peak minus persistent bytes."""
+        return self.predicted - self.persistent
+
+
+def measure_orders(
+    capture: Capture,
+    solutions: Mapping[str, Solution],
+    *,
+    seed: int = 0,
+    repeats: int = 5,
+    profile: bool = True,
+) -> list[OrderMeasurement]:
+    """Measures the captured program and each 1-device solution applied to it, on fresh inputs.
+
+    The captured program itself comes first, as "captured", scored as its graph's op order
+    (the fx node order it was captured in).
+
+    Raises:
+        SolutionError: a multi-device or invalid solution.
+    """
+    graph = capture.graph
+    persistent = int(graph.tensor_size[graph.tensor_persistent].sum())
+    args = fresh_args(capture, seed)
+    captured_order = Solution(np.zeros(graph.n_ops, np.int32), np.arange(graph.n_ops), 1)
+    programs = [("captured", captured_order, capture.program)]
+    programs += [(label, s, apply(capture, s)) for label, s in solutions.items()]
+    reference = None
+    rows = []
+    for label, solution, program in programs:
+        run = measure(program, args, repeats=repeats, profile=profile)
+        reference = run.outputs if reference is None else reference
+        rows.append(
+            OrderMeasurement(
+                label,
+                predict(capture, solution).peak_memory,
+                persistent,
+                run,
+                outputs_identical(reference, run.outputs),
+            )
+        )
+    return rows

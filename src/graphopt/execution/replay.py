@@ -56,6 +56,7 @@ def replay(
     solution: Solution,
     devices: Sequence[str] | None = None,
     args: tuple[Any, ...] | None = None,
+    seed: int = 0,
 ) -> Replay:
     """Runs `solution` on the captured program, one event at a time, on `devices`.
 
@@ -64,6 +65,7 @@ def replay(
         solution: a valid solution of `capture.graph` on any number of devices.
         devices: a torch device per logical device (default: "cpu" for each).
         args: the program's inputs (default: `capture.args`).
+        seed: torch's random seed for the run (as `measure` seeds it), restored afterwards.
 
     Raises:
         SolutionError: an invalid solution, or a device list of the wrong length.
@@ -74,7 +76,8 @@ def replay(
         raise SolutionError(f"the solution uses {d} devices, {len(devices)} were given")
     score = Scorer(graph, Machine(n_devices=d)).score(solution)
     runner = _Runner(capture, solution, devices, capture.args if args is None else args)
-    with torch.no_grad(), LiveBytes(d) as live:
+    with torch.no_grad(), torch.random.fork_rng(), LiveBytes(d) as live:
+        torch.manual_seed(seed)
         runner.live = live
         outputs = runner.run()
     persistent = [0] * d

@@ -13,12 +13,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from graphopt._messages import raised
 from graphopt.costmodels.roofline import DEFAULT_DEVICE
 from graphopt.errors import ModelImportError
 from graphopt.ir.graph import Graph
+
+if TYPE_CHECKING:
+    from graphopt.importers.torch_export import Capture
 
 COSTGRAPH_SUFFIXES = (".pbtxt", ".costgraph", ".txt")
 METHODS = ("export", "fx")
@@ -85,6 +88,57 @@ def import_graph(
         f"{text}: cannot tell the format (expected .onnx, {', '.join(COSTGRAPH_SUFFIXES)}, "
         ".json, .npz, or package.module:function)"
     )
+
+
+def capture_model(source: str, *, training: bool = False, device: str = DEFAULT_DEVICE) -> Capture:
+    """A PyTorch model's graph with its program (`Capture`), to run solutions on the model.
+
+    The graph is the one `graphopt import` (for a factory) or `graphopt zoo export` (for a zoo
+    name) writes for the same source and `training`, with the same graph and op names, so a
+    solution of that graph applies to the capture.
+
+    Args:
+        source: a zoo model name (`graphopt zoo list`) or `package.module:function` returning
+            `(nn.Module, tuple of example tensors)`.
+        training: capture the training step (forward, backward, SGD update) instead.
+        device: roofline device spec for op runtimes.
+
+    Raises:
+        ModelImportError: an unknown source, a broken factory or a model that fails to export,
+            in one line.
+    """
+    from graphopt.importers.torch_export import capture_module, capture_training_step
+    from graphopt.importers.zoo import ZOO
+
+    entry = ZOO.get(source)
+    if entry is not None:
+        module, inputs = entry.build()
+        if training:
+            return capture_training_step(
+                module, inputs, loss=entry.loss, name=f"{entry.name}-train", device=device
+            )
+        return capture_module(module, inputs, name=entry.name, device=device)
+    if ":" not in source:
+        raise ModelImportError(
+            f"{source}: not a zoo model (see `graphopt zoo list`) nor a factory reference "
+            "package.module:function"
+        )
+    module, inputs = _build_factory(source)
+    name = source.partition(":")[2]
+    if training:
+        return capture_training_step(module, inputs, name=name, device=device)
+    return capture_module(module, inputs, name=name, device=device)
+
+
+def _build_factory(reference: str) -> tuple[Any, tuple[Any, ...]]:
+    """Loads and calls a factory; (module, example inputs), checked."""
+    factory = _load_factory(reference)
+    with _current_directory_first():
+        try:
+            built = factory()
+        except (Exception, SystemExit) as error:  # a user's factory can raise anything
+            raise ModelImportError(f"{reference}: the factory raised {raised(error)}") from None
+    return _check_factory_result(reference, built)
 
 
 def _load_factory(reference: str) -> Callable[[], Any]:
@@ -188,13 +242,7 @@ def _import_factory(
             f"{reference}: --strict is torch.export's strict mode and cannot be used with "
             "--method fx"
         )
-    factory = _load_factory(reference)
-    with _current_directory_first():
-        try:
-            built = factory()
-        except (Exception, SystemExit) as error:  # a user's factory can raise anything
-            raise ModelImportError(f"{reference}: the factory raised {raised(error)}") from None
-    module, inputs = _check_factory_result(reference, built)
+    module, inputs = _build_factory(reference)
 
     from graphopt.importers.torch_export import import_module, import_training_step
 

@@ -1,0 +1,267 @@
+"""Solutions run on the real program: applied orders, measured memory, replays, the backend.
+
+Every check compares a measurement with the cost model's prediction exactly, and the outputs
+with the captured program's bit for bit, over several valid orders of each graph.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.fx.experimental.proxy_tensor import make_fx
+from typer.testing import CliRunner
+
+from graphopt.cli import app
+from graphopt.costmodels.machine import Machine
+from graphopt.errors import ModelImportError, SolutionError
+from graphopt.execution.apply import apply, outputs_identical, predict, read_solution_for
+from graphopt.execution.backend import backend
+from graphopt.execution.measure import LiveBytes, fresh_args, measure, measure_orders
+from graphopt.execution.replay import replay
+from graphopt.importers import capture_model
+from graphopt.importers.torch_export import (
+    capture_graph_module,
+    capture_module,
+    capture_training_step,
+)
+from graphopt.ir.io import solution_to_json, write_graph, write_solution
+from graphopt.ir.solution import Solution, random_schedule
+from graphopt.optimize import optimize
+
+runner = CliRunner()
+
+
+class Branchy(nn.Module):
+    """Two branches of different widths joined late, a normalization and a tuple-output op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wide = nn.Linear(16, 64)
+        self.narrow = nn.Linear(16, 8)
+        self.out = nn.Linear(72, 4)
+        self.norm = nn.LayerNorm(72)
+        self.bn = nn.BatchNorm1d(16)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.bn(x)
+        a = torch.relu(self.wide(x)).view(x.shape[0], 8, 8).transpose(1, 2).reshape(-1, 64)
+        b = torch.sigmoid(self.narrow(x))
+        joined = self.drop(self.norm(torch.cat([a, b], dim=1)))
+        top, _ = joined.max(dim=1, keepdim=True)
+        return self.out(joined) + top
+
+
+def _build() -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    return Branchy(), (torch.randn(32, 16),)
+
+
+def _orders(graph, count: int, seed: int = 0) -> list[Solution]:
+    """`count` random valid 1-device orders."""
+    rng = np.random.default_rng(seed)
+    zeros = np.zeros(graph.n_ops, np.int32)
+    return [random_schedule(graph, zeros, 1, rng) for _ in range(count)]
+
+
+def _persistent(graph) -> int:
+    return int(graph.tensor_size[graph.tensor_persistent].sum())
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_applied_orders_measure_exactly_the_prediction(training: bool) -> None:
+    module, inputs = _build()
+    capture = capture_training_step(module, inputs) if training else capture_module(module, inputs)
+    graph = capture.graph
+    assert graph.tensor_output.sum() == (1 + len(list(module.parameters())) if training else 1)
+    reference = measure(capture.program, capture.args, repeats=1, profile=False)
+    peaks = set()
+    for solution in _orders(graph, 6):
+        run = measure(apply(capture, solution), capture.args, repeats=1, profile=False)
+        assert outputs_identical(reference.outputs, run.outputs)
+        assert run.live_peak == predict(capture, solution).peak_memory - _persistent(graph)
+        peaks.add(run.live_peak)
+    assert len(peaks) > 1  # the orders differ in memory, and each is measured as predicted
+
+
+def test_training_step_keeps_random_ops_and_in_place_writes_in_order() -> None:
+    module, inputs = _build()
+    capture = capture_training_step(module, inputs)
+    graph = capture.graph
+    names = graph.tensor_names
+    assert any(name.endswith(":rng") for name in names) or sum(
+        1 for op in graph.op_attrs if "bernoulli" in str(op.get("type")) or "rand" in str(op.get("type"))
+    ) <= 1
+    assert capture.writes  # BatchNorm counts its batches in place in train mode
+    for writer in capture.writes:
+        assert graph.op_ids[writer] >= 0
+
+
+def test_every_reader_stays_before_an_in_place_write() -> None:
+    def program(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x * 2
+        total = y.sum()
+        view = y[0]
+        y.add_(1)
+        return total + view.sum(), y * 3
+
+    traced = make_fx(program, tracing_mode="fake")(torch.randn(4, 4))
+    capture = capture_graph_module(traced, name="inplace")
+    graph = capture.graph
+    writer = next(iter(capture.writes))
+    before = {graph.op_names[p] for p in graph.predecessors(graph.op_ids[writer])}
+    readers = {"sum_1", "select"} & set(capture.op_nodes)
+    assert {"sum_1"} <= before | readers
+    x = torch.randn(4, 4)
+    expected = traced(x)
+    for solution in _orders(graph, 20):
+        assert outputs_identical(expected, apply(capture, solution)(x))
+
+
+def test_live_bytes_counts_new_storages_once_and_frees_them() -> None:
+    x = torch.randn(100)
+    with LiveBytes() as live:
+        y = x * 2  # 400 bytes
+        view = y.view(10, 10)  # aliases y: nothing new
+        x.add_(1)  # in place on an input: nothing new
+        del y
+        z = view + 1  # y's storage still held by the view
+        assert live.current == [800]
+        del view
+        assert live.current == [400]
+        del z
+    assert live.peak == [800] and live.current == [0]
+
+
+def test_measure_orders_on_fresh_inputs() -> None:
+    module, inputs = _build()
+    capture = capture_module(module, inputs)
+    args = fresh_args(capture, seed=3)
+    assert not torch.equal(args[capture.inputs[0]], inputs[0])
+    assert torch.equal(fresh_args(capture, seed=3)[capture.inputs[0]], args[capture.inputs[0]])
+    solutions = dict(zip("abc", _orders(capture.graph, 3), strict=True))
+    rows = measure_orders(capture, solutions, seed=3, repeats=1)
+    assert [row.label for row in rows] == ["captured", "a", "b", "c"]
+    for row in rows:
+        assert row.identical and row.measurement.live_peak == row.predicted_live
+        assert row.measurement.allocator_peak is None or row.measurement.allocator_peak >= 0
+
+
+def test_replay_measures_each_device_as_predicted() -> None:
+    module, inputs = _build()
+    for capture in (capture_module(module, inputs), capture_training_step(module, inputs)):
+        graph = capture.graph
+        reference = measure(capture.program, capture.args, repeats=1, profile=False)
+        rng = np.random.default_rng(1)
+        for _ in range(3):
+            placement = rng.integers(0, 2, graph.n_ops).astype(np.int32)
+            result = replay(capture, random_schedule(graph, placement, 2, rng))
+            expected = tuple(p - q for p, q in zip(result.predicted, result.persistent, strict=True))
+            assert result.measured == expected
+            assert outputs_identical(reference.outputs, result.outputs)
+
+
+def test_solution_of_another_graph_is_refused_naming_the_op(tmp_path) -> None:
+    module, inputs = _build()
+    capture = capture_module(module, inputs)
+    training = capture_training_step(module, inputs)
+    path = tmp_path / "train.json"
+    write_solution(training.graph, _orders(training.graph, 1)[0], path)
+    first_missing = next(op for op in capture.graph.op_names if op not in training.graph.op_ids)
+    with pytest.raises(SolutionError, match=f"op '{first_missing}' of the captured model"):
+        read_solution_for(path, capture)
+
+
+def test_multi_device_solution_is_refused_by_apply() -> None:
+    module, inputs = _build()
+    capture = capture_module(module, inputs)
+    graph = capture.graph
+    rng = np.random.default_rng(0)
+    two = random_schedule(graph, rng.integers(0, 2, graph.n_ops).astype(np.int32), 2, rng)
+    with pytest.raises(SolutionError, match="graphopt replay"):
+        apply(capture, two)
+
+
+def test_capture_model_names_match_the_zoo_export() -> None:
+    from graphopt.importers.zoo import export_graph
+
+    capture = capture_model("wavenet-tiny")
+    exported = export_graph("wavenet-tiny")
+    assert capture.graph.name == exported.name
+    assert capture.graph.op_names == exported.op_names
+    with pytest.raises(ModelImportError, match="not a zoo model"):
+        capture_model("no-such-model")
+
+
+def test_cli_apply_measure_replay(tmp_path) -> None:
+    capture = capture_model("wavenet-tiny")
+    graph = capture.graph
+    graph_path, one, two = tmp_path / "g.json", tmp_path / "one.json", tmp_path / "two.json"
+    write_graph(graph, graph_path)
+    write_solution(graph, _orders(graph, 1)[0], one)
+    rng = np.random.default_rng(0)
+    placement = rng.integers(0, 2, graph.n_ops).astype(np.int32)
+    write_solution(graph, random_schedule(graph, placement, 2, rng), two)
+
+    code = tmp_path / "program.py"
+    result = runner.invoke(app, ["apply", "wavenet-tiny", str(one), "--code", str(code), "--json"])
+    assert result.exit_code == 0, result.output
+    applied = json.loads(result.stdout)
+    assert applied["outputs_identical"] and "def forward" in code.read_text()
+    assert applied["measured_live_peak"] == applied["predicted_peak"] - applied["persistent"]
+
+    result = runner.invoke(app, ["measure", "wavenet-tiny", str(one), "--repeats", "1", "--json"])
+    assert result.exit_code == 0, result.output
+    orders = json.loads(result.stdout)["orders"]
+    assert [o["order"] for o in orders] == ["captured", "one.json"]
+    assert all(o["measured_live_peak"] == o["predicted_live_peak"] for o in orders)
+
+    result = runner.invoke(app, ["replay", "wavenet-tiny", str(two), "--json"])
+    assert result.exit_code == 0, result.output
+    replayed = json.loads(result.stdout)
+    assert replayed["outputs_identical"]
+    assert all(d["measured_live_peak"] == d["predicted_live_peak"] for d in replayed["devices"])
+
+    result = runner.invoke(app, ["apply", "wavenet-tiny", str(two)])
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0
+    assert "graphopt replay wavenet-tiny" in result.output
+
+    result = runner.invoke(app, ["apply", "wavenet-tiny", "--train", str(one)])
+    assert result.exit_code == 2 and "of the captured model is not in the solution" in result.output
+
+
+def test_backend_runs_the_optimized_order() -> None:
+    torch._dynamo.reset()
+    module, inputs = _build()
+    module.eval()
+    compiler = backend(seconds=1.0)
+    with torch.no_grad():
+        expected = module(*inputs)
+        compiled = torch.compile(module, backend=compiler)
+        assert torch.equal(compiled(*inputs), expected)
+    (name, graph, solution) = compiler.solutions[0]
+    assert solution.n_devices == 1 and graph.n_ops > 10
+    best = optimize(graph, Machine(n_devices=1), solver="compiler-best").solution
+    assert solution.objective["peak_memory"] <= predict_peak(graph, best)
+    torch._dynamo.reset()
+
+
+def predict_peak(graph, solution: Solution) -> int:
+    from graphopt.costmodels.score import score
+
+    return score(graph, solution, Machine(n_devices=1)).peak_memory
+
+
+def test_solution_json_round_trip_applies(tmp_path) -> None:
+    module, inputs = _build()
+    capture = capture_module(module, inputs)
+    solution = _orders(capture.graph, 1)[0]
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(solution_to_json(capture.graph, solution)))
+    loaded = read_solution_for(path, capture)
+    assert np.array_equal(loaded.order, solution.order)
