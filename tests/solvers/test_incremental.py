@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from builders import graph, op, tensor
 from degenerate_graphs import SMALL, isolated
 from graphopt.costmodels._reference import reference_check
 from graphopt.costmodels.machine import Machine
@@ -103,6 +104,45 @@ def test_incremental_evaluation_on_degenerate_graphs(name: str, machine: Machine
     if g.n_ops == 0 or (g.n_ops == 1 and machine.n_devices == 1):
         assert moves.shape == (0, 3)
     peaks, makespans = evaluator.evaluate(moves)
+    for move, move_peaks, move_makespan in zip(moves, peaks, makespans, strict=True):
+        placement, order = evaluator.neighbour(move)
+        full_peaks, full_makespan, status = problem.scorer.evaluate(placement, order)
+        assert status[0] == 0
+        np.testing.assert_array_equal(move_peaks, full_peaks)
+        assert move_makespan == full_makespan
+
+
+def test_a_graph_outputs_home_copy_stays_to_the_last_step() -> None:
+    # a:0 and x:0 are graph outputs: once made they stay on their producer's device to the
+    # end, read (a:0 by b) or not (x:0). Moving a to device 1 leaves a:0 there after the
+    # window; moving x later keeps a:0 resident at x's new step.
+    g = graph(
+        [op("w"), op("a"), op("b"), op("c"), op("x")],
+        [
+            tensor("w:0", 5, "w", "a"),
+            tensor("a:0", 100, "a", "b", output=True),
+            tensor("b:0", 10, "b", "c"),
+            tensor("c:0", 1, "c"),
+            tensor("x:0", 50, "x", output=True),
+        ],
+    )
+    problem = Problem(g, Machine(2))
+    placement = np.zeros(g.n_ops, dtype=np.int32)
+    ops = {name: j for j, name in enumerate(g.op_names)}
+    order = np.array([ops[name] for name in ("x", "w", "a", "b", "c")], dtype=np.int64)
+    evaluator = IncrementalEvaluator(problem)
+    peaks, _ = evaluator.reset(placement, order)
+    assert peaks.tolist() == [50 + 100 + 10 + 1, 0]
+    moves = np.array(
+        [
+            [DEVICE_MOVE, ops["a"], 1],
+            [DEVICE_MOVE, ops["c"], 1],
+            [ORDER_MOVE, ops["x"], len(order)],
+            [ORDER_MOVE, ops["x"], 3],
+        ]
+    )
+    peaks, makespans = evaluator.evaluate(moves)
+    assert peaks.tolist() == [[160, 105], [160, 11], [150, 0], [161, 0]]
     for move, move_peaks, move_makespan in zip(moves, peaks, makespans, strict=True):
         placement, order = evaluator.neighbour(move)
         full_peaks, full_makespan, status = problem.scorer.evaluate(placement, order)

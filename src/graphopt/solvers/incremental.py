@@ -17,9 +17,11 @@ A solution is a placement and one full event order (COST_MODEL.md section 3). Th
 Moves are evaluated incrementally (`IncrementalEvaluator`): the current solution is scored once
 with per-step profiles (memory at the start of each step, prefix and suffix peaks, device clocks),
 and a move only replays the steps where residency changes, between the first and last step
-whose memory differs. Before and after that window the peaks come from the profiles (shifted
-by the persistent bytes a device move carries along). The makespan replays the window and every
-later step, from the device clocks at the window start. Batches of moves run in parallel.
+whose memory differs. Before and after that window the peaks come from the profiles, shifted
+by the bytes a device move carries along: its persistent outputs' bytes at every step, and its
+graph outputs' bytes (held from its step to the last, section 4) after the window, which
+always contains the moved op's step. The makespan replays the window and every later step,
+from the device clocks at the window start. Batches of moves run in parallel.
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ class _Current(NamedTuple):
 class _Scratch(NamedTuple):
     """Per-thread work arrays; row r belongs to thread chunk r.
 
-    Entries are valid only where their stamp equals the evaluation's stamp, so rows are never
-    cleared between evaluations.
+    `shift` holds the bytes a device move carries from device to device before its window,
+    `tail_shift` those after it (graph outputs included). Entries are valid only where their
+    stamp equals the evaluation's stamp, so rows are never cleared between evaluations.
     """
 
     memory_stamp: np.ndarray
@@ -98,6 +101,7 @@ class _Scratch(NamedTuple):
     anchor: np.ndarray
     code: np.ndarray
     shift: np.ndarray
+    tail_shift: np.ndarray
     memory: np.ndarray
     device_free: np.ndarray
 
@@ -241,7 +245,8 @@ def _interval(
     """(creation, last reader) steps of copy (t, device) before or `after` a device move.
 
     (-1, -1) when the copy does not exist, or is a persistent home copy (resident throughout,
-    so its interval never matters).
+    so its interval never matters). A graph output's home copy is never freed, so its readers
+    never matter: (creation, creation); the bytes it holds after the window are `tail_shift`'s.
     """
     n_ops = placement.shape[0]
     d = m.n_devices
@@ -251,6 +256,8 @@ def _interval(
         return -1, -1
     if device == home:
         created = position[producer]
+        if g.tensor_output[t]:
+            return created, created
     elif after:
         created = _coordinate(
             position, n_ops + t * d + device, deleted, n_deleted, anchor, codes, n_inserted
@@ -313,18 +320,21 @@ def _prepare(
 ) -> tuple[int, int, int, int, int]:
     """Turns a move into edits of the current order and reader-count overrides.
 
-    Writes the deleted steps, the inserted (anchor, code) events and the persistent byte shift
-    per device into row `row` of the scratch, stamps the consumer and transfer counts the move
-    changes, and returns (op's new device, deletions, insertions, first step, last step) where
-    [first, last] covers every step whose memory can differ.
+    Writes the deleted steps, the inserted (anchor, code) events and the byte shifts per device
+    (persistent bytes before the window, persistent and graph output bytes after it) into row
+    `row` of the scratch, stamps the consumer and transfer counts the move changes, and returns
+    (op's new device, deletions, insertions, first step, last step) where [first, last] covers
+    every step whose memory can differ.
     """
     d = m.n_devices
     placement, order, position, n_consumers, n_transfers = cur[:5]
     consumers_stamp, consumers = s.consumers_stamp[row], s.consumers[row]
     transfers_stamp, transfers = s.transfers_stamp[row], s.transfers[row]
     deleted, anchor, codes, shift = s.deleted[row], s.anchor[row], s.code[row], s.shift[row]
+    tail_shift = s.tail_shift[row]
     n_ops = placement.shape[0]
     shift[:] = 0
+    tail_shift[:] = 0
     p = position[op]
     a = np.int64(placement[op])
     if kind == ORDER_MOVE:
@@ -394,6 +404,9 @@ def _prepare(
         if g.tensor_persistent[t]:
             shift[a] -= g.tensor_size[t]
             shift[b] += g.tensor_size[t]
+        if g.tensor_persistent[t] or g.tensor_output[t]:
+            tail_shift[a] -= g.tensor_size[t]
+            tail_shift[b] += g.tensor_size[t]
         for device in range(d):
             if device == a or device == b:
                 affected[n_affected, 0] = t
@@ -496,6 +509,7 @@ def _evaluate_move(
     consumers_stamp, consumers = s.consumers_stamp[row], s.consumers[row]
     transfers_stamp, transfers = s.transfers_stamp[row], s.transfers[row]
     deleted, anchor, codes, shift = s.deleted[row], s.anchor[row], s.code[row], s.shift[row]
+    tail_shift = s.tail_shift[row]
     memory, clock = s.memory[row], s.device_free[row]
     n_ops = placement.shape[0]
     n_events = order.shape[0]
@@ -527,7 +541,7 @@ def _evaluate_move(
             k += 1
         if step > last and not suffix_added:
             for x in range(d):
-                peak[x] = max(peak[x], suffix_peak[step, x] + shift[x])
+                peak[x] = max(peak[x], suffix_peak[step, x] + tail_shift[x])
             suffix_added = True
         if step > last and not with_makespan:
             break
@@ -556,8 +570,8 @@ def _evaluate_move(
                 producer = g.tensor_producer[t]
                 home = moved_device if producer == op else np.int64(placement[producer])
                 at = device if is_op else home
-                if g.tensor_persistent[t] and at == home:
-                    continue
+                if (g.tensor_persistent[t] or g.tensor_output[t]) and at == home:
+                    continue  # never freed
                 copy = t * d + at
                 if memory_stamp[copy] != stamp:
                     left = _readers_after_move(
@@ -611,7 +625,7 @@ def _evaluate_move(
                     readers_left[copy] = readers
                     if not g.tensor_persistent[t]:
                         held += g.tensor_size[t]
-                        if readers == 0:
+                        if readers == 0 and not g.tensor_output[t]:
                             freed += g.tensor_size[t]
                 for x in range(d):
                     if x == device:
@@ -648,7 +662,7 @@ def _evaluate_move(
             makespan = max(makespan, finish)
     if not suffix_added:
         for x in range(d):
-            peak[x] = max(peak[x], suffix_peak[min(last + 1, n_events), x] + shift[x])
+            peak[x] = max(peak[x], suffix_peak[min(last + 1, n_events), x] + tail_shift[x])
     return makespan if with_makespan else np.nan
 
 
@@ -810,6 +824,7 @@ class IncrementalEvaluator:
             anchor=np.zeros((rows, edits), dtype=np.int64),
             code=np.zeros((rows, edits), dtype=np.int64),
             shift=np.zeros((rows, d), dtype=np.int64),
+            tail_shift=np.zeros((rows, d), dtype=np.int64),
             memory=np.zeros((rows, d), dtype=np.int64),
             device_free=np.zeros((rows, d)),
         )
