@@ -276,6 +276,28 @@ def test_persistent_tensors_larger_than_the_capacity_are_infeasible() -> None:
     assert result.value == 101
 
 
+@pytest.mark.parametrize("cuts", [0, CPSATConfig.liveness_cuts])
+@pytest.mark.parametrize("d", [1, 2])
+def test_graph_outputs_stay_to_the_last_step(cuts: int, d: int) -> None:
+    # a:0 and x:0 are graph outputs: on one device x runs last, when a:0 is still resident
+    # (100 + 50), not first, when a:0, b:0 and c:0 join x:0 (161).
+    g = graph(
+        [op("w"), op("a"), op("b"), op("c"), op("x")],
+        [
+            tensor("w:0", 5, "w", "a"),
+            tensor("a:0", 100, "a", "b", output=True),
+            tensor("b:0", 10, "b", "c"),
+            tensor("c:0", 1, "c"),
+            tensor("x:0", 50, "x", output=True),
+        ],
+    )
+    problem = Problem(g, Machine(d))
+    best = optimum(all_scores(g, Machine(d)), "peak-memory").peak
+    assert d > 1 or best == 150
+    solver = CPSATSolver(CPSATConfig(default_seconds=60.0, liveness_cuts=cuts))
+    assert_optimal(problem, solver.solve(problem, ONE), best)
+
+
 @pytest.mark.parametrize(
     "options",
     [

@@ -14,14 +14,15 @@ tensor is on that device and its producer is not (section 3).
 Peak memory (events on steps). Every op and every present transfer gets a step position; the
 present events occupy positions 0..N-1 exactly once (unit intervals, NoOverlap, N = events).
 Each tensor copy is an interval over steps, from the step that makes it resident to the step of
-its last reader (section 4), optional on the device it lives on; an op's scratch memory and its
-outputs that nobody reads are a unit interval at its own step. One cumulative per device, whose
-capacity is the peak minus the persistent bytes homed on that device, measures the memory of
-every device at every step; the objective is the peak. Redundant constraints make small proofs
-fast: a bound from each op's inputs and outputs, and, per op step and device, the bytes that
-the relative order of events forces to be resident there (order literals between events, and
-clauses "made before k and read after k => resident at k"), which the search can reason on
-directly instead of through the cumulative's bounds.
+its last reader (section 4), or to the last step for a graph output's home copy, optional on the
+device it lives on; an op's scratch memory and its other outputs that nobody reads are a unit
+interval at its own step. One cumulative per device, whose capacity is the peak minus the
+persistent bytes homed on that device, measures the memory of every device at every step; the
+objective is the peak. Redundant constraints make small proofs fast: a bound from each op's
+inputs and outputs, and, per op step and device, the bytes that the relative order of events
+forces to be resident there (order literals between events, and clauses "made before k and read
+after k => resident at k", or only made before k for a graph output's home copy), which the
+search can reason on directly instead of through the cumulative's bounds.
 
 Makespan (events in time). Ops are intervals with one optional alternative per device; a sync
 transfer is an interval on its destination device, an async transfer a delay between producer
@@ -298,6 +299,7 @@ class _Model:
         self.producer = [int(p) for p in graph.tensor_producer]
         self.size = [int(s) for s in graph.tensor_size]
         self.persistent = [bool(p) for p in graph.tensor_persistent]
+        self.output = [bool(o) for o in graph.tensor_output]
         self.order_literals: dict[Any, Any] = {}
         self.split: list[int] | None = None
         self.linked = True
@@ -475,7 +477,7 @@ class _Model:
             alone = int(self.graph.op_temp_memory[j]) + sum(
                 self.size[t]
                 for t in (int(t) for t in self.graph.outputs(j))
-                if not self.consumers[t] and not self.persistent[t]
+                if not self.consumers[t] and not self.persistent[t] and not self.output[t]
             )
             if alone == 0:
                 continue
@@ -486,9 +488,19 @@ class _Model:
                 demands[b].append(alone)
         for t, consumers in self._checked(enumerate(self.consumers)):
             p, size = self.producer[t], self.size[t]
+            if self.output[t] and size:
+                # A graph output's home copy: from its producer's step to the last step.
+                length = m.new_int_var(1, max(horizon, 1), f"life_{t}")
+                for b in range(d):
+                    intervals[b].append(
+                        m.new_optional_interval_var(
+                            self.pos[p], length, self.count, self.x[p][b], f"home_{t}_{b}"
+                        )
+                    )
+                    demands[b].append(size)
             if not consumers or size == 0:
                 continue
-            if not self.persistent[t]:
+            if not self.persistent[t] and not self.output[t]:
                 end = m.new_int_var(0, last, f"end_{t}")
                 for c in consumers:
                     reader = m.add(end >= self.pos[c])
@@ -583,14 +595,20 @@ class _Model:
             m.add_bool_or([lit for lit in literals if lit is not False])
 
         # Ops at whose step tensor t may be resident: neither its producer nor an ancestor of
-        # it, nor a descendant of every consumer (a consumer is not its own descendant).
+        # it, nor, unless t is a graph output (held to the end), a descendant of every consumer
+        # (a consumer is not its own descendant).
         crossing: list[list[int]] = [[] for _ in range(self.n)]
         steps = {}
         every = (1 << self.n) - 1
         for t, consumers in enumerate(self.consumers):
-            if not consumers or not self.size[t] or (d == 1 and self.persistent[t]):
+            if not self.size[t] or (d == 1 and self.persistent[t]):
                 continue
             p = self.producer[t]
+            if self.output[t]:
+                steps[t] = every & ~(self.ancestors[p] | 1 << p)
+                continue
+            if not consumers:
+                continue
             after_all = self.descendants[consumers[0]]
             for c in consumers[1:]:
                 after_all &= self.descendants[c]
@@ -618,7 +636,10 @@ class _Model:
                             clause(live, ~x[k][b], x[p][b])
                         else:
                             clause(live, ~x[k][b])
-                    if not self.persistent[t]:
+                    if self.output[t]:
+                        # A graph output's home copy on b: made before k.
+                        clause(live, ~x[p][b], _negate(self._before((p,), (k,))))
+                    elif not self.persistent[t]:
                         # Home copy on b: made before k, read after k.
                         made = _negate(self._before((p,), (k,)))
                         for c in consumers:
