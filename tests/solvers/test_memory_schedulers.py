@@ -185,12 +185,38 @@ def test_persistent_tensors_weigh_nothing() -> None:
         assert peak(g, schedule(g)) == 10**6 + 10
 
 
+def test_a_graph_outputs_last_reader_frees_nothing() -> None:
+    # After s (peak 140, 40 live) both U and V fit under the peak. U reads s:0, a graph output
+    # held to the end, so it frees nothing: U keeps +30 and V +25, and both list scheduling and
+    # LPMF run V first (counting s:0 as freed would put U at -10 and first).
+    g = graph(
+        [op("s", temp_memory=100), op("U"), op("V"), op("end")],
+        [
+            tensor("s:0", 40, "s", "U", output=True),
+            tensor("s:1", 0, "s", "V"),
+            tensor("U:0", 30, "U", "end"),
+            tensor("V:0", 25, "V", "end"),
+            tensor("end:0", 1, "end"),
+        ],
+    )
+    assert names(g, list_order(g)) == ["s", "V", "U", "end"]
+    assert names(g, lpmf_order(g)) == ["s", "V", "U", "end"]
+    assert peak(g, lpmf_order(g)) == 140
+
+
 def naive_lpmf(g: Graph, placement: np.ndarray, d: int) -> list[int]:
-    """Inductor's loop as written: a scan of the ready set, memory kept per device."""
+    """Inductor's loop as written: a scan of the ready set, memory kept per device.
+
+    Graph outputs are held to the end: kept after their producer, freed by no reader.
+    """
     size = [0 if g.tensor_persistent[t] else int(g.tensor_size[t]) for t in range(g.n_tensors)]
+    freeable = [0 if g.tensor_output[t] else size[t] for t in range(g.n_tensors)]
     readers = [len(g.consumers(t)) for t in range(g.n_tensors)]
     during = [sum(size[t] for t in g.outputs(j)) + int(g.op_temp_memory[j]) for j in range(g.n_ops)]
-    kept = [sum(size[t] for t in g.outputs(j) if readers[t]) for j in range(g.n_ops)]
+    kept = [
+        sum(size[t] for t in g.outputs(j) if readers[t] or g.tensor_output[t])
+        for j in range(g.n_ops)
+    ]
     waiting = [len(g.predecessors(j)) for j in range(g.n_ops)]
     ready = {j for j in range(g.n_ops) if waiting[j] == 0}
     live, high = [0] * d, [0] * d
@@ -198,7 +224,7 @@ def naive_lpmf(g: Graph, placement: np.ndarray, d: int) -> list[int]:
 
     def key(j: int) -> tuple[int, int, int]:
         device = int(placement[j])
-        freed = sum(size[t] for t in g.inputs(j) if readers[t] == 1)
+        freed = sum(freeable[t] for t in g.inputs(j) if readers[t] == 1)
         return max(live[device] + during[j], high[device]), kept[j] - freed, j
 
     while ready:
@@ -211,7 +237,7 @@ def naive_lpmf(g: Graph, placement: np.ndarray, d: int) -> list[int]:
         for t in g.inputs(j):
             readers[t] -= 1
             if readers[t] == 0:
-                live[int(placement[g.tensor_producer[t]])] -= size[t]
+                live[int(placement[g.tensor_producer[t]])] -= freeable[t]
         for successor in g.successors(j):
             waiting[successor] -= 1
             if waiting[successor] == 0:

@@ -14,11 +14,12 @@ portfolio of greedy orders and keeps the one with the lowest estimated peak:
   first), compared with the original order, keeping the lowest estimated peak.
 
 Every heuristic sees memory as the cost model does (COST_MODEL.md section 4): a tensor is held
-from its producer's step until its last reader's step; a tensor nobody reads is freed at once;
-persistent tensors are resident throughout whatever the order, so they weigh 0 here. Each
-function returns one topological order of all ops. With a placement on several devices the order
-is global and each device runs its ops in that order; only LPMF keeps memory per device (the
-others are placement-independent). Transfers are inserted afterwards by `events_from_op_order`.
+from its producer's step until its last reader's step; a tensor nobody reads is freed at once; a
+graph output is held to the end, so running its last reader frees nothing; persistent tensors
+are resident throughout whatever the order, so they weigh 0 here. Each function returns one
+topological order of all ops. With a placement on several devices the order is global and each
+device runs its ops in that order; only LPMF keeps memory per device (the others are
+placement-independent). Transfers are inserted afterwards by `events_from_op_order`.
 """
 
 from __future__ import annotations
@@ -63,9 +64,18 @@ def _output_bytes(graph: Graph, sizes: np.ndarray) -> np.ndarray:
     return total
 
 
-def _read_sizes(graph: Graph, sizes: np.ndarray) -> np.ndarray:
-    """[n_tensors] `sizes` where the tensor has a reader, else 0 (unread tensors free at once)."""
-    return np.where(np.diff(graph.consumer_ptr) > 0, sizes, 0)
+def _kept_sizes(graph: Graph, sizes: np.ndarray) -> np.ndarray:
+    """[n_tensors] `sizes` where the tensor outlives its producer's step, else 0.
+
+    A tensor outlives it when it has a reader or is a graph output (held to the end); other
+    unread tensors are freed at once.
+    """
+    return np.where((np.diff(graph.consumer_ptr) > 0) | graph.tensor_output, sizes, 0)
+
+
+def _freed_sizes(graph: Graph, sizes: np.ndarray) -> np.ndarray:
+    """[n_tensors] `sizes` its last reader frees: 0 for graph outputs, held to the end."""
+    return np.where(graph.tensor_output, 0, sizes)
 
 
 def _distinct_dependencies(graph: Graph) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -135,11 +145,12 @@ def list_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
     """XLA's `ListMemoryScheduler`: greedy list scheduling on the memory an op frees.
 
     Among the ready ops XLA runs the one with the highest priority (bytes freed if scheduled
-    minus bytes defined, then number of users); equal priorities go to the op that became
-    ready (or was re-prioritized) last, as XLA's multimap does. Bytes freed are the inputs the
-    op is the last unscheduled reader of; when a tensor is down to one unscheduled reader,
-    that reader's priority is raised in the ready queue. XLA's special cases for scalars,
-    infeed/outfeed and subcomputations have no counterpart here.
+    minus bytes defined, then number of users); equal priorities go to the op that became ready
+    (or was re-prioritized) last, as XLA's multimap does. Bytes freed are the inputs the op is
+    the last unscheduled reader of (graph outputs free nothing, as XLA frees no live-out
+    buffer); when a tensor is down to one unscheduled reader, that reader's priority is raised
+    in the ready queue. XLA's special cases for scalars, infeed/outfeed and subcomputations have
+    no counterpart here.
 
     Args:
         graph: the graph.
@@ -149,8 +160,9 @@ def list_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
     Returns:
         [n_ops] int64 op order.
     """
-    sizes = _held_sizes(graph)
-    defined = _output_bytes(graph, _read_sizes(graph, sizes)).tolist()
+    held = _held_sizes(graph)
+    defined = _output_bytes(graph, _kept_sizes(graph, held)).tolist()
+    sizes = _freed_sizes(graph, held)
     pred_ptr, _, succ_ptr, succ = _distinct_dependencies(graph)
     users = np.diff(succ_ptr).tolist()
     waiting = np.diff(pred_ptr).tolist()
@@ -267,7 +279,8 @@ def lpmf_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
     Inductor tracks the live memory and the peak so far. Among ready ops, if some run without
     raising the peak (live + bytes during the op <= peak), it picks the one with the smallest
     net change (bytes kept minus bytes freed), else the one raising the peak least; ties go
-    to the lower index. Bytes during an op are its outputs plus its `temp_memory`. With several
+    to the lower index. Bytes during an op are its outputs plus its `temp_memory`; bytes kept
+    are its outputs that are read or are graph outputs (which no reader frees). With several
     devices each device keeps its own live memory and peak, every device proposes its pick by
     these rules, and the lowest proposal (peak key, net change, index) runs. A segment tree
     over ops sorted by (device, bytes during) answers each pick in O(log n) instead of
@@ -290,11 +303,11 @@ def lpmf_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
     return _lpmf(
         placement,
         during,
-        _output_bytes(graph, _read_sizes(graph, sizes)),
+        _output_bytes(graph, _kept_sizes(graph, sizes)),
         leaf_op,
         device_start,
         graph.arrays,
-        sizes,
+        _freed_sizes(graph, sizes),
         succ_ptr,
         succ,
     )
@@ -368,6 +381,7 @@ def _lpmf(
     succ_ptr: np.ndarray,
     succ: np.ndarray,
 ) -> np.ndarray:
+    """`lpmf_order`'s loop; `sizes` are the bytes each tensor's last reader frees."""
     n_ops = placement.shape[0]
     n_devices = device_start.shape[0] - 1
     width = 1
