@@ -211,6 +211,29 @@ def test_forced_live_bytes_hold_a_training_steps_saved_activations() -> None:
     assert peak_memory_lower_bound(g, 2) == 100 + 10
 
 
+def test_bounds_hold_graph_outputs_to_the_end() -> None:
+    """a:0 is a graph output read only by b: at c's step it is still resident. Two unrelated
+    outputs of 100 bytes are both resident at the last step."""
+    g = build_graph(
+        [op("x"), op("a"), op("b"), op("c")],
+        [
+            tensor("x:0", 10, "x", "a"),
+            tensor("a:0", 100, "a", "b", output=True),
+            tensor("b:0", 10, "b", "c"),
+            tensor("c:0", 1, "c", output=True),
+        ],
+    )
+    assert forced_live_bytes(g).tolist() == [0, 0, 0, 100]
+    assert reference_forced_live_bytes(g).tolist() == [0, 0, 0, 100]
+    assert peak_memory_lower_bound(g, 1) == 100 + 10 + 1
+    apart = build_graph(
+        [op("u"), op("v")],
+        [tensor("u:0", 100, "u", output=True), tensor("v:0", 100, "v", output=True)],
+    )
+    assert peak_memory_lower_bound(apart, 1) == 200
+    assert peak_memory_lower_bound(apart, 2) == 100
+
+
 def test_one_device_bound_counts_every_persistent_byte() -> None:
     graph = graphs(1, 40)[0]
     persistent = int(graph.tensor_size[graph.tensor_persistent].sum())

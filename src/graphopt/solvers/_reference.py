@@ -70,7 +70,7 @@ def reference_forced_live_bytes(graph: Graph) -> np.ndarray:
     """`bounds.forced_live_bytes` from plain ancestor sets.
 
     For each op j: the bytes of non-persistent tensors that j neither reads nor makes, made by
-    an ancestor of j and read by a descendant of j.
+    an ancestor of j and either read by a descendant of j or graph outputs (held to the end).
     """
     ancestors: list[set[int]] = [set() for _ in range(graph.n_ops)]
     for op in graph.topological_order.tolist():
@@ -84,7 +84,10 @@ def reference_forced_live_bytes(graph: Graph) -> np.ndarray:
                 not graph.tensor_persistent[tensor]
                 and int(graph.tensor_producer[tensor]) in ancestors[j]
                 and j not in consumers
-                and any(j in ancestors[consumer] for consumer in consumers)
+                and (
+                    graph.tensor_output[tensor]
+                    or any(j in ancestors[consumer] for consumer in consumers)
+                )
             ):
                 forced[j] += int(graph.tensor_size[tensor])
     return forced

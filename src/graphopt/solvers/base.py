@@ -188,8 +188,9 @@ class Problem:
         if capacity < bound:
             raise InfeasibleError(
                 f"capacity {capacity:,} bytes per device is below the lower bound of {bound:,} "
-                f"bytes on {self.machine.n_devices} device(s) (persistent bytes spread evenly plus "
-                "the largest op step; docs/format.md, limits and bounds): no solution fits"
+                f"bytes on {self.machine.n_devices} device(s) (persistent and graph output bytes "
+                "spread evenly plus the largest op step; docs/format.md, limits and bounds): no "
+                "solution fits"
             )
 
     @cached_property

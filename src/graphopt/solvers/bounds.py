@@ -15,9 +15,14 @@ Values that must outlive j's step count too (`forced_live_bytes`): a tensor prod
 ancestor of j and read by a descendant of j is made before j's step and read after it, so at
 j's step some copy of it is resident: its producer's copy until its last reader there, and a
 transferred copy from its transfer to its last reader on the other device; one of the two spans
-j's step whichever comes first. These F_j bytes sit on some device, so they join the P bytes
-shared among the devices above. On a training step, j = the loss holds every activation saved
-for the backward pass, which the bound without them missed by half or more.
+j's step whichever comes first. A graph output produced by an ancestor of j and not read by j
+counts too, read later or not: its producer's copy is held from its step to the last (section
+4). These F_j bytes sit on some device, so they join the P bytes shared among the devices
+above. On a training step, j = the loss holds every activation saved for the backward pass,
+which the bound without them missed by half or more.
+
+At the last step every persistent byte and every graph output's producer copy is resident, so
+some device holds at least (P + O) / d, O being the graph outputs' bytes.
 
 Makespan (section 5): no schedule beats the critical path, nor the total runtime spread
 perfectly over the devices.
@@ -61,7 +66,10 @@ def _forced_live(
     descendants: np.ndarray,
     g: GraphArrays,
 ) -> np.ndarray:
-    """[n_ops] int64 F_j: bytes of non-persistent tensors made before and read after each op."""
+    """[n_ops] int64 F_j: bytes of non-persistent tensors made before and read after each op.
+
+    A graph output made before an op counts whether read after it or not (held to the end).
+    """
     n_ops, words = descendants.shape
     forced = np.zeros(n_ops, dtype=np.int64)
     between = np.zeros(words, dtype=np.uint64)
@@ -69,11 +77,14 @@ def _forced_live(
         if g.tensor_persistent[tensor] or g.tensor_size[tensor] == 0:
             continue
         producer = g.tensor_producer[tensor]
-        between[:] = 0
-        for k in range(g.consumer_ptr[tensor], g.consumer_ptr[tensor + 1]):
-            consumer = g.consumer_op[k]
-            for w in range(words):
-                between[w] |= ancestors[consumer, w]
+        if g.tensor_output[tensor]:
+            between[:] = ~np.uint64(0)
+        else:
+            between[:] = 0
+            for k in range(g.consumer_ptr[tensor], g.consumer_ptr[tensor + 1]):
+                consumer = g.consumer_op[k]
+                for w in range(words):
+                    between[w] |= ancestors[consumer, w]
         for k in range(g.consumer_ptr[tensor], g.consumer_ptr[tensor + 1]):
             consumer = g.consumer_op[k]
             between[consumer >> 6] &= ~(np.uint64(1) << np.uint64(consumer & 63))
@@ -109,14 +120,16 @@ def peak_memory_lower_bound(graph: Graph, n_devices: int = 1) -> int:
     step = op_step_memory(graph)
     held = _persistent_step_bytes(graph)
     rest = step - held
-    total = int(graph.tensor_size[graph.tensor_persistent].sum()) + forced_live_bytes(graph)
+    persistent = int(graph.tensor_size[graph.tensor_persistent].sum())
+    last_step = -(-(persistent + int(graph.tensor_size[graph.tensor_output].sum())) // n_devices)
+    total = persistent + forced_live_bytes(graph)
     if n_devices == 1:
-        return int(max(step.max(), (total + rest).max()))
+        return int(max(step.max(), (total + rest).max(), last_step))
     # P_x at which x + A_j meets (P + F_j - x) / (d - 1), in integers (sizes stay below 2**53, d
     # below 2**10); below B_j the first term is B_j + A_j, the op's whole step.
     balanced = total - (n_devices - 1) * rest >= n_devices * held
     bound = np.where(balanced, -((-(total + rest)) // n_devices), step)
-    return int(max(step.max(), bound.max()))
+    return int(max(step.max(), bound.max(), last_step))
 
 
 def makespan_lower_bound(graph: Graph, machine: Machine) -> float:

@@ -89,15 +89,17 @@ def vertex_weights(graph: Graph, balance: Balance | np.ndarray) -> np.ndarray:
 
 
 def memory_weights(graph: Graph, activation_scale: float) -> np.ndarray:
-    """[n_ops] persistent bytes an op produces in full plus its other bytes scaled down.
+    """[n_ops] persistent and graph output bytes an op produces in full plus its other bytes scaled.
 
     A persistent tensor (a weight) sits on its producer's device for the whole run, so spreading
-    those bytes evenly is what lowers the peak of a real model on several devices; activations
+    those bytes evenly is what lowers the peak of a real model on several devices; a graph
+    output sits there from its step to the last, so all of them meet at the end; activations
     come and go, so they count only in part (`activation_scale` in [0, 1]). Several scales are
     tried, since the right one depends on how much of the peak the activations make.
     """
     size = graph.tensor_size.astype(np.float64)
-    weight = np.where(graph.tensor_persistent, size, activation_scale * size)
+    held = graph.tensor_persistent | graph.tensor_output
+    weight = np.where(held, size, activation_scale * size)
     return np.bincount(graph.tensor_producer, weights=weight, minlength=graph.n_ops)
 
 
