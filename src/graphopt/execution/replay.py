@@ -174,8 +174,9 @@ class _Runner:
             (node.args, node.kwargs), lambda n: self._value(n, device)
         )
         result = node.target(*args, **kwargs)
-        if node.name in self.capture.writes:
-            return  # in place: readers find the written copy through `_value`
+        if node.name in self.capture.writes:  # readers find the written copy through `_value`
+            self._propagate_write(node.name, device)
+            return
         results = result if isinstance(result, list | tuple) else [result]
         for index, value in enumerate(results):
             self.copies[(node.name, index, device)] = value
@@ -191,6 +192,24 @@ class _Runner:
         target = self.devices[device]
         same = torch.device(target) == source.device
         self.copies[(name, index, device)] = source.clone() if same else source.to(target)
+
+    def _propagate_write(self, writer: str, device: int) -> None:
+        """Writes what an in-place op wrote on `device` into every other copy of the storage.
+
+        The contract moves no bytes for an in-place write (its marker tensor has size 0), so the
+        replay keeps every existing copy current at the write, in place: no storage is made,
+        and a copy made later by a transfer starts from current data.
+        """
+        written = self.nodes[self.capture.writes[writer]]
+        source = self._value(written, device)
+        for other in range(self.solution.n_devices):
+            if other == device:
+                continue
+            try:
+                target = self._value(written, other)
+            except SolutionError:
+                continue  # no copy there
+            target.copy_(source)
 
     def _drop(self, t: int, device: int) -> None:
         name, index = self.value_of[t]
