@@ -118,7 +118,7 @@ def measure(
         torch.manual_seed(seed)
         with LiveBytes() as live:
             outputs = program(*args)
-        allocator = _profiled_peak(program, args) if profile else None
+        allocator = allocator_peak(program, args) if profile else None
         cuda = _cuda_peak(program, args) if torch.cuda.is_available() else None
         times = []
         for _ in range(max(repeats, 1)):
@@ -128,7 +128,7 @@ def measure(
     return Measurement(live.peak[0], allocator, cuda, statistics.median(times), outputs)
 
 
-def _profiled_peak(program: Callable[..., Any], args: tuple[Any, ...]) -> int | None:
+def allocator_peak(program: Callable[..., Any], args: tuple[Any, ...]) -> int | None:
     """Peak of the allocator's live bytes above the start, from the profiler's memory timeline.
 
     The timeline (`_memory_profile`, what `export_memory_timeline` draws) lists every allocation
