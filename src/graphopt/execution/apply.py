@@ -34,17 +34,20 @@ from graphopt.ir.solution import Solution
 
 
 def read_solution_for(path: str | Path, capture: Capture) -> Solution:
-    """The 1-device solution at `path`, checked against the captured graph by op names.
+    """The solution at `path`, checked against the captured graph by op names first.
 
     Raises:
         SolutionError: a solution for another graph or capture (naming the first op of the
-            capture it lacks, or the first op it names that the capture lacks), a
-            multi-device solution, or any rule of the solution format.
+            capture it lacks, or the first op it names that the capture lacks), or any rule of
+            the solution format; prefixed with the file name.
     """
     path = Path(path)
     if not path.is_file():
         raise SolutionError(f"{path}: no such file")
-    document = read_json(path, SolutionError)
+    try:
+        document = read_json(path, SolutionError)
+    except SolutionError as error:
+        raise SolutionError(f"{path}: {error}") from None
     placement = document.get("placement") if isinstance(document, dict) else None
     if isinstance(placement, dict):
         graph = capture.graph
@@ -106,7 +109,11 @@ def predict(capture: Capture, solution: Solution) -> Score:
 
 
 def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:
-    """The captured program with its op nodes in the order `ops` (all the graph's ops, once)."""
+    """The captured program with its op nodes in the order `ops` (all the graph's ops, once).
+
+    Raises:
+        SolutionError: `ops` leaves out an op, so some node would have no place.
+    """
     program = capture.program
     by_name = {node.name: node for node in program.graph.nodes}
     own = set(capture.op_nodes.values())
