@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
+from graphopt.errors import GraphoptError
 from graphopt.execution.measure import measure_orders
 from graphopt.importers import capture_model
 from graphopt.importers.zoo import ZOO
@@ -112,7 +113,8 @@ def report(results: list[dict]) -> str:
     exact = total = 0
     savings = []
     predicted, live, allocator = [], [], []
-    for result in results:
+    failed = [r for r in results if "failed" in r]
+    for result in (r for r in results if "failed" not in r):
         lines += [
             f"## {result['graph']} ({result['ops']:,} ops, persistent "
             f"{result['persistent'] / MIB:,.2f} MiB)",
@@ -164,6 +166,12 @@ def report(results: list[dict]) -> str:
         "",
         f"graphopt's order is lower than the FX order on {lower} of {len(savings)} graphs.",
     ]
+    if failed:
+        lines += ["", "Graphs whose captured program does not run here:", ""]
+        lines += [
+            f"- {r['model']}{' (training step)' if r['training'] else ''}: {r['failed']}"
+            for r in failed
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -173,16 +181,26 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("docs/results/execution"))
+    parser.add_argument(
+        "--resume", action="store_true", help="keep the graphs already in results.json"
+    )
     args = parser.parse_args()
     models = args.models.split(",") if args.models else small_models()
     args.out.mkdir(parents=True, exist_ok=True)
-    results = []
+    saved = args.out / "results.json"
+    results = json.loads(saved.read_text()) if args.resume and saved.exists() else []
+    done = {(r["model"], r["training"]) for r in results}
     for model in models:
         for training in (False, True):
+            if (model, training) in done:
+                continue
             started = time.perf_counter()
-            results.append(run_graph(model, training, args.seconds, args.repeats))
-            print(f"{results[-1]['graph']}: {time.perf_counter() - started:.1f} s", flush=True)
-            (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+            try:
+                results.append(run_graph(model, training, args.seconds, args.repeats))
+            except GraphoptError as error:  # a capture whose program does not run here
+                results.append({"model": model, "training": training, "failed": str(error)})
+            print(f"{model} {training}: {time.perf_counter() - started:.1f} s", flush=True)
+            saved.write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "README.md").write_text(report(results))
 
 

@@ -253,6 +253,22 @@ def test_backend_runs_the_optimized_order() -> None:
     torch._dynamo.reset()
 
 
+def test_backend_trains_with_forward_and_backward_graphs() -> None:
+    torch._dynamo.reset()
+    module, inputs = _build()
+    module.eval()  # no dropout: eager and compiled gradients are comparable
+    compiler = backend(seconds=0.5)
+    compiled = torch.compile(module, backend=compiler)
+    compiled(*inputs).sum().backward()
+    grads = [p.grad.clone() for p in module.parameters()]
+    module.zero_grad()
+    module(*inputs).sum().backward()
+    for got, expected in zip(grads, (p.grad for p in module.parameters()), strict=True):
+        torch.testing.assert_close(got, expected)
+    assert len(compiler.solutions) == 2  # the forward and the backward graph
+    torch._dynamo.reset()
+
+
 def predict_peak(graph, solution: Solution) -> int:
     from graphopt.costmodels.score import score
 

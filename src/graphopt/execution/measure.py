@@ -28,6 +28,8 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from graphopt._messages import raised
+from graphopt.errors import GraphoptError, ModelImportError
 from graphopt.execution.apply import apply, outputs_identical, predict
 from graphopt.importers.torch_export import Capture
 from graphopt.ir.solution import Solution
@@ -116,7 +118,7 @@ def measure(
     """
     with torch.no_grad(), torch.random.fork_rng():
         torch.manual_seed(seed)
-        with LiveBytes() as live:
+        with LiveBytes() as live, running():
             outputs = program(*args)
         allocator = allocator_peak(program, args) if profile else None
         cuda = _cuda_peak(program, args) if torch.cuda.is_available() else None
@@ -126,6 +128,23 @@ def measure(
             program(*args)
             times.append(time.perf_counter() - start)
     return Measurement(live.peak[0], allocator, cuda, statistics.median(times), outputs)
+
+
+@contextlib.contextmanager
+def running() -> Iterator[None]:
+    """Turns a failure of the captured program on real tensors into one line.
+
+    A capture traced on fake tensors can record a call that real kernels refuse (an LSTM's
+    training step on CPU: its backward asks for a workspace the fake kernel never made).
+    """
+    try:
+        yield
+    except GraphoptError:
+        raise
+    except Exception as error:  # whatever the kernels raise
+        raise ModelImportError(
+            f"the captured program does not run on real tensors: {raised(error)}"
+        ) from None
 
 
 def allocator_peak(program: Callable[..., Any], args: tuple[Any, ...]) -> int | None:

@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_flatten
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.errors import SolutionError
-from graphopt.execution.measure import LiveBytes
+from graphopt.execution.measure import LiveBytes, running
 from graphopt.importers.torch_export import Capture
 from graphopt.ir.solution import Solution
 
@@ -76,7 +76,7 @@ def replay(
         raise SolutionError(f"the solution uses {d} devices, {len(devices)} were given")
     score = Scorer(graph, Machine(n_devices=d)).score(solution)
     runner = _Runner(capture, solution, devices, capture.args if args is None else args)
-    with torch.no_grad(), torch.random.fork_rng(), LiveBytes(d) as live:
+    with torch.no_grad(), torch.random.fork_rng(), LiveBytes(d) as live, running():
         torch.manual_seed(seed)
         runner.live = live
         outputs = runner.run()
