@@ -3,7 +3,8 @@
 Inference graphs come from `torch.export.export` (eval mode, `torch.no_grad()`, static shapes)
 decomposed to core ATen with `run_decompositions()`; training steps (forward, backward and a plain
 SGD update, no optimizer state) from `make_fx(..., tracing_mode="fake")` of
-`torch.func.functional_call` + `torch.autograd.grad`, functionalized and decomposed the same way.
+`torch.func.functional_call` + `torch.autograd.grad`, decomposed the same way
+(not functionalized: in-place ops such as batch norm's counter and dropout's mask stay).
 Either way nothing runs: every shape comes from fake tensors in `node.meta["val"]`.
 
 Conversion rules (COST_MODEL.md section 1):
