@@ -213,7 +213,14 @@ def imported_modules(*args: str) -> set[str]:
 
 @pytest.mark.parametrize(
     "args",
-    [["--help"], ["--version"], ["optimize", "--help"], ["warmup", "--help"], ["plot", "--help"]],
+    [
+        ["--help"],
+        ["--version"],
+        ["optimize", "--help"],
+        ["warmup", "--help"],
+        ["plot", "--help"],
+        ["measure", "--help"],
+    ],
 )
 def test_help_and_version_import_nothing_heavy(args: list[str]) -> None:
     modules = imported_modules(*args)
