@@ -163,8 +163,16 @@ def test_no_budgets_writes_no_curve(tmp_path) -> None:
     graphs = [generate("layered", 10, seed=s) for s in range(2)]
     result = run_bench(graphs, Machine(2), Objective.PEAK_MEMORY, ["brkga"], evaluations=100)
     written = write_reports(result, tmp_path, "plain")
-    assert {p.name for p in written} == {"summary.md", "summary.csv", "runs.csv", "convergence.png"}
+    assert {p.name for p in written} == {
+        "summary.md",
+        "summary.csv",
+        "runs.csv",
+        "convergence.png",
+        "solutions.png",
+    }
     assert result.curve_runs == {} and budget_curve(result) == []
+    assert "![memory per step" in (tmp_path / "summary.md").read_text()
+    assert set(result.showcase[2]) == {"brkga"} and result.showcase[0] is graphs[0]
 
 
 # --------------------------------------------------------------------------- exact-max-ops

@@ -33,6 +33,7 @@ from graphopt.evaluation.metrics import (
     wins_ties_losses,
 )
 from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Trace
 from graphopt.solvers.registry import make_solver
 
@@ -68,6 +69,8 @@ class BenchResult:
         budgets: the evaluation limits of the budget curve (paper 001 fig. 5), if any.
         curve_runs: limit -> the extra runs of every solver but CP-SAT at that limit; the main
             budget is never run twice, so a limit equal to it has no entry here.
+        showcase: the first graph, the machine, and each solver's solution of it at the main
+            budget with the first seed: what the report's memory picture compares.
     """
 
     runs: list[Run]
@@ -75,6 +78,7 @@ class BenchResult:
     evaluations: int
     budgets: tuple[int, ...] = ()
     curve_runs: dict[int, list[Run]] = field(default_factory=dict)
+    showcase: tuple[Graph, Machine, dict[str, Solution]] | None = None
 
 
 def run_bench(
@@ -139,11 +143,14 @@ def run_bench(
             make_solver(name).solve(warm_up, budget, 0)
     total = sum(len(steps) for _, steps in plans) * len(seeds)
     done = 0
+    shown: dict[str, Solution] = {}
     for graph, steps in plans:
         problem = Problem(graph, machine, objective)
         for name, budget, bucket, suffix in steps:
             for seed in seeds:
                 result = make_solver(name).solve(problem, budget, seed)
+                if graph is graphs[0] and seed == seeds[0] and bucket is runs:
+                    shown[name] = result.solution
                 bucket.append(
                     Run(
                         graph.name,
@@ -161,7 +168,10 @@ def run_bench(
                 done += 1
                 if progress is not None:
                     progress(done, total, f"{name}{suffix} on {graph.name}")
-    return BenchResult(runs, summarize(runs, names), evaluations, tuple(limits), curve_runs)
+    showcase = (graphs[0], machine, shown) if graphs else None
+    return BenchResult(
+        runs, summarize(runs, names), evaluations, tuple(limits), curve_runs, showcase
+    )
 
 
 def per_graph(
@@ -319,7 +329,8 @@ def write_reports(
 ) -> list[Path]:
     """Writes summary.md/.csv, runs.csv and the plots (fig. 4, fig. 5 with budgets) to `folder`.
 
-    The files: summary.md, summary.csv, runs.csv, convergence.png, improvement_histogram.png
+    The files: summary.md, summary.csv, runs.csv, convergence.png, improvement_histogram.png,
+    solutions.png (each solver's memory per step on the first graph, embedded in summary.md)
     and, when the bench had budgets, budget_curve.csv and budget_curve.png.
 
     Args:
@@ -354,6 +365,13 @@ def write_reports(
         text += "\n" + _curve_table(curve, result.evaluations)
     if command is not None:
         text += f"\nCommand: `{command}`\n"
+    if result.showcase is not None and result.showcase[2]:
+        picture = _plot_showcase(result.showcase, folder / "solutions.png")
+        written.append(picture)
+        text += (
+            f"\n![memory per step of each solver's solution of {result.showcase[0].name}]"
+            f"({picture.name})\n"
+        )
     summary_md = folder / "summary.md"
     summary_md.write_text(text)
     written.append(summary_md)
@@ -383,6 +401,19 @@ def write_reports(
         path = folder / "budget_curve.png"
         written.append(plot_budget_curve(curve, path, title, result.evaluations))
     return written
+
+
+def _plot_showcase(showcase: tuple[Graph, Machine, dict[str, Solution]], path: Path) -> Path:
+    """Each solver's solution of the first graph, memory per step overlaid (`graphopt compare`)."""
+    from graphopt.costmodels.profile import memory_profile
+    from graphopt.pictures import compare_solutions
+
+    graph, machine, solutions = showcase
+    profiles = [
+        (name, memory_profile(graph, solution, machine)) for name, solution in solutions.items()
+    ]
+    compare_solutions(profiles, path, f"memory of each solver's solution of {graph.name}")
+    return path
 
 
 def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
