@@ -116,6 +116,7 @@ def test_mlp_ops_tensors_sizes_and_flops():
     assert graph.tensor_names == ("W", "b", "x", "h", "z", "y")
     assert list(graph.tensor_size) == [48, 16, 24, 32, 32, 32]
     assert list(graph.tensor_persistent) == [True, True, True, False, False, False]
+    assert list(graph.tensor_output) == [False, False, False, False, False, True]  # y returned
     assert [_attrs(graph, op)["kind"] for op in graph.op_names[:3]] == [
         "parameter",
         "parameter",
@@ -323,6 +324,8 @@ def test_reshape_chain_is_counted_once():
     assert _consumers(graph, "s") == [] and _consumers(graph, "axes") == []
     assert _attrs(graph, "matmul")["flops"] == 2 * (6 * 5) * 4
     assert _attrs(graph, "matmul")["bytes_accessed"] == 96 + 80 + 120
+    # The graph output 'y' aliases y0, so y0's tensor is the one held to the end.
+    assert [graph.tensor_names[t] for t in np.flatnonzero(graph.tensor_output)] == ["y0"]
 
 
 def test_constant_nodes_are_persistent_sources_and_names_stay_unique():
