@@ -99,6 +99,7 @@ def info(graph_path: GraphArgument, as_json: JsonFlag = False) -> None:
         else 1.0,
         "total_tensor_size": graph.total_tensor_size,
         "persistent_tensor_size": int(graph.tensor_size[persistent].sum()),
+        "output_tensor_size": int(graph.tensor_size[graph.tensor_output].sum()),
         "max_tensor_size": int(graph.tensor_size.max(initial=0)),
         "op_types": dict(Counter(t for t in graph.op_types if t).most_common()),
     }
@@ -118,6 +119,7 @@ def info(graph_path: GraphArgument, as_json: JsonFlag = False) -> None:
         "max_speedup": "speedup bound (total / critical path)",
         "total_tensor_size": "sum of tensor sizes (bytes)",
         "persistent_tensor_size": "persistent tensors (bytes)",
+        "output_tensor_size": "graph outputs (bytes)",
         "max_tensor_size": "largest tensor (bytes)",
     }
     for key, label in labels.items():
