@@ -74,3 +74,18 @@ def assert_same_graph(a: Graph, b: Graph) -> None:
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert a.op_attrs == b.op_attrs and a.tensor_attrs == b.tensor_attrs
     assert dict(a.attrs) == dict(b.attrs)
+
+
+def with_outputs() -> Graph:
+    """A chain w -> a -> b -> c and a lone x, where a:0 (read by b) and x:0 (read by none) are
+    graph outputs: once made, each stays on its producer's device to the end."""
+    return graph(
+        [op("w"), op("a"), op("b"), op("c"), op("x")],
+        [
+            tensor("w:0", 5, "w", "a"),
+            tensor("a:0", 100, "a", "b", output=True),
+            tensor("b:0", 10, "b", "c"),
+            tensor("c:0", 1, "c"),
+            tensor("x:0", 50, "x", output=True),
+        ],
+    )

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
 from brute_force import TooMany, all_scores, optimum
-from builders import graph, op, tensor, tiny
+from builders import graph, op, tensor, tiny, with_outputs
 from degenerate_graphs import isolated
 from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
@@ -281,16 +281,7 @@ def test_persistent_tensors_larger_than_the_capacity_are_infeasible() -> None:
 def test_graph_outputs_stay_to_the_last_step(cuts: int, d: int) -> None:
     # a:0 and x:0 are graph outputs: on one device x runs last, when a:0 is still resident
     # (100 + 50), not first, when a:0, b:0 and c:0 join x:0 (161).
-    g = graph(
-        [op("w"), op("a"), op("b"), op("c"), op("x")],
-        [
-            tensor("w:0", 5, "w", "a"),
-            tensor("a:0", 100, "a", "b", output=True),
-            tensor("b:0", 10, "b", "c"),
-            tensor("c:0", 1, "c"),
-            tensor("x:0", 50, "x", output=True),
-        ],
-    )
+    g = with_outputs()
     problem = Problem(g, Machine(d))
     best = optimum(all_scores(g, Machine(d)), "peak-memory").peak
     assert d > 1 or best == 150

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import graph, op, tensor
+from builders import with_outputs
 from degenerate_graphs import SMALL, isolated
 from graphopt.costmodels._reference import reference_check
 from graphopt.costmodels.machine import Machine
@@ -116,16 +116,7 @@ def test_a_graph_outputs_home_copy_stays_to_the_last_step() -> None:
     # a:0 and x:0 are graph outputs: once made they stay on their producer's device to the
     # end, read (a:0 by b) or not (x:0). Moving a to device 1 leaves a:0 there after the
     # window; moving x later keeps a:0 resident at x's new step.
-    g = graph(
-        [op("w"), op("a"), op("b"), op("c"), op("x")],
-        [
-            tensor("w:0", 5, "w", "a"),
-            tensor("a:0", 100, "a", "b", output=True),
-            tensor("b:0", 10, "b", "c"),
-            tensor("c:0", 1, "c"),
-            tensor("x:0", 50, "x", output=True),
-        ],
-    )
+    g = with_outputs()
     problem = Problem(g, Machine(2))
     placement = np.zeros(g.n_ops, dtype=np.int32)
     ops = {name: j for j, name in enumerate(g.op_names)}
