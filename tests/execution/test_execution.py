@@ -122,6 +122,21 @@ def test_every_reader_stays_before_an_in_place_write() -> None:
         assert outputs_identical(expected, apply(capture, solution)(x))
 
 
+def test_a_dead_chain_of_views_frees_its_base_where_the_model_does() -> None:
+    def program(x: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(64)
+        positions.unsqueeze(0).unsqueeze(0)  # a view chain nobody reads
+        y = x * 2
+        return (y + 1) * y
+
+    traced = make_fx(program, tracing_mode="fake")(torch.randn(16))
+    capture = capture_graph_module(traced, name="dead-views")
+    x = torch.randn(16)
+    for solution in _orders(capture.graph, 10):
+        run = measure(apply(capture, solution), (x,), repeats=1, profile=False)
+        assert run.live_peak == predict(capture, solution).peak_memory - 64  # x is persistent
+
+
 def test_live_bytes_counts_new_storages_once_and_frees_them() -> None:
     x = torch.randn(100)
     with LiveBytes() as live:

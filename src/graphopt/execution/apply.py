@@ -118,11 +118,19 @@ def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:
     by_name = {node.name: node for node in program.graph.nodes}
     own = set(capture.op_nodes.values())
     placed: dict[Node, None] = {}
-    pending = [  # nodes no other node uses and that became no op: checks, unused views
+    pending = [  # nodes no other node uses and that became no op: checks, unused view chains
         node
         for node in program.graph.nodes
         if node.op == "call_function" and not node.users and node.name not in own
     ]
+
+    def ready(node: Node) -> bool:
+        """Whether `node` can run now: its inputs are placed or merged nodes that can run."""
+        return all(
+            source in placed
+            or (source.name not in own and source.op != "placeholder" and ready(source))
+            for source in node.all_input_nodes
+        )
 
     def place(node: Node) -> None:
         if node in placed:
@@ -139,7 +147,7 @@ def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:
             place(node)
     for op in ops:
         place(by_name[capture.op_nodes[op]])
-        for node in [n for n in pending if all(i in placed for i in n.all_input_nodes)]:
+        for node in [n for n in pending if ready(n)]:
             pending.remove(node)
             place(node)
     output = next(node for node in program.graph.nodes if node.op == "output")
