@@ -113,8 +113,10 @@ class _Runner:
         placeholders = [n for n in capture.program.graph.nodes if n.op == "placeholder"]
         leaves = tree_flatten(args)[0]
         for node, value in zip(placeholders, leaves, strict=True):
-            op = self.graph.op_ids[capture.node_ops[node.name]]
-            self.copies[(node.name, 0, self.place[op])] = value
+            home = self.place[self.graph.op_ids[capture.node_ops[node.name]]]
+            if isinstance(value, torch.Tensor):  # resident before the run, so not measured
+                value = value.to(devices[home])
+            self.copies[(node.name, 0, home)] = value
         self.value_of = {  # graph tensor index -> (node, output index)
             self.graph.tensor_ids[name]: value for name, value in capture.tensor_values.items()
         }
@@ -173,6 +175,8 @@ class _Runner:
         args, kwargs = torch.fx.node.map_arg(
             (node.args, node.kwargs), lambda n: self._value(n, device)
         )
+        if "device" in kwargs:  # factories (arange, full, ...) make their tensor on this device
+            kwargs = {**kwargs, "device": torch.device(self.devices[device])}
         result = node.target(*args, **kwargs)
         if node.name in self.capture.writes:  # readers find the written copy through `_value`
             self._propagate_write(node.name, device)
