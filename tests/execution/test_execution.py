@@ -298,3 +298,12 @@ def test_solution_json_round_trip_applies(tmp_path) -> None:
     path.write_text(json.dumps(solution_to_json(capture.graph, solution)))
     loaded = read_solution_for(path, capture)
     assert np.array_equal(loaded.order, solution.order)
+
+
+def test_measuring_a_training_step_leaves_the_model_as_it_was() -> None:
+    module, inputs = _build()
+    capture = capture_training_step(module, inputs)
+    before = {key: value.clone() for key, value in module.state_dict().items()}
+    measure_orders(capture, {"a": _orders(capture.graph, 1)[0]}, repeats=1)
+    after = module.state_dict()
+    assert all(torch.equal(before[key], after[key]) for key in before)

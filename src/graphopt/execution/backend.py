@@ -63,15 +63,19 @@ def backend(
     def compile_part(module: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
         name = f"graph{next(counter)}"
         capture = capture_graph_module(module, name=name)
-        result = optimize(
-            capture.graph,
-            Machine(n_devices=1),
-            objective=objective,
-            solver=solver,
-            evaluations=evaluations,
-            seconds=seconds,
-            seed=seed,
-        )
+        threads = torch.get_num_threads()  # numba's OpenMP pool may move it; dynamo checks it
+        try:
+            result = optimize(
+                capture.graph,
+                Machine(n_devices=1),
+                objective=objective,
+                solver=solver,
+                evaluations=evaluations,
+                seconds=seconds,
+                seed=seed,
+            )
+        finally:
+            torch.set_num_threads(threads)
         solutions.append((name, capture.graph, result.solution))
         reordered = reorder(capture, op_order(capture, result.solution))
         if inductor:

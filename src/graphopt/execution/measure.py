@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from graphopt._messages import raised
 from graphopt.errors import GraphoptError, ModelImportError
@@ -73,6 +73,11 @@ class LiveBytes(TorchDispatchMode):
         self.current[device] -= size
 
 
+def detached(args: Any) -> Any:
+    """`args` with every tensor detached (same storage, no gradient tracking)."""
+    return tree_map(lambda value: value.detach() if _is_tensor(value) else value, args)
+
+
 def _is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
@@ -111,12 +116,15 @@ def measure(
 ) -> Measurement:
     """Runs `program(*args)` under `LiveBytes`, the profiler, and `repeats` times for the clock.
 
-    Runs under `torch.no_grad()`: a captured program computes its own gradients, and autograd
-    would keep tensors alive that the program does not. The tracked run starts from torch's
-    random state seeded with `seed` (the caller's state is restored), so programs with random
-    ops (dropout) give comparable outputs.
+    Every input is detached and grad mode is on: a captured program computes its own
+    gradients, so no input may make autograd record (and keep tensors alive), while kernels see
+    grad mode as when the step was traced (an LSTM's forward keeps the workspace its backward
+    reads only in grad mode). The tracked run starts from torch's random state seeded with
+    `seed` (the caller's state is restored), so programs with random ops (dropout) give
+    comparable outputs.
     """
-    with torch.no_grad(), torch.random.fork_rng():
+    args = detached(args)
+    with torch.enable_grad(), torch.random.fork_rng():
         torch.manual_seed(seed)
         with LiveBytes() as live, running():
             outputs = program(*args)
@@ -220,16 +228,42 @@ def random_like(value: torch.Tensor, generator: torch.Generator) -> torch.Tensor
 
 
 def fresh_args(capture: Capture, seed: int) -> tuple[Any, ...]:
-    """The capture's arguments with random example inputs (parameters and buffers as they are).
+    """The capture's arguments with random example inputs, and copies of what it writes.
 
     A search's order is measured on inputs it has never seen; the same seed gives the same
-    inputs.
+    inputs. Parameters and buffers stay the module's own tensors, except those the program
+    writes in place (batch norm's running statistics in a training step), which are copied
+    so that measuring leaves the model as it was.
     """
     generator = torch.Generator().manual_seed(seed)
     args = list(capture.args)
     for position in capture.inputs:
         args[position] = random_like(args[position], generator)
-    return tuple(args)
+    leaves, spec = tree_flatten(tuple(args))
+    written = _written_placeholders(capture)
+    placeholders = [n.name for n in capture.program.graph.nodes if n.op == "placeholder"]
+    leaves = [
+        value.clone() if name in written and _is_tensor(value) else value
+        for name, value in zip(placeholders, leaves, strict=True)
+    ]
+    return tree_unflatten(leaves, spec)
+
+
+def _written_placeholders(capture: Capture) -> set[str]:
+    """Placeholders whose storage an op writes in place, through views and earlier writes."""
+    nodes = {node.name: node for node in capture.program.graph.nodes}
+    own = set(capture.op_nodes.values())
+    written = set()
+    for targets in capture.mutates.values():
+        for target in targets:
+            node = nodes[target]
+            while node.op != "placeholder" and (
+                node.name in capture.writes or node.name not in own
+            ):
+                node = node.all_input_nodes[0]  # a view's or an in-place op's base
+            if node.op == "placeholder":
+                written.add(node.name)
+    return written
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from torch.utils._pytree import tree_flatten
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.errors import SolutionError
-from graphopt.execution.measure import LiveBytes, running
+from graphopt.execution.measure import LiveBytes, detached, running
 from graphopt.importers.torch_export import Capture
 from graphopt.ir.solution import Solution
 
@@ -75,8 +75,8 @@ def replay(
     if len(devices) != d:
         raise SolutionError(f"the solution uses {d} devices, {len(devices)} were given")
     score = Scorer(graph, Machine(n_devices=d)).score(solution)
-    runner = _Runner(capture, solution, devices, capture.args if args is None else args)
-    with torch.no_grad(), torch.random.fork_rng(), LiveBytes(d) as live, running():
+    runner = _Runner(capture, solution, devices, detached(capture.args if args is None else args))
+    with torch.enable_grad(), torch.random.fork_rng(), LiveBytes(d) as live, running():
         torch.manual_seed(seed)
         runner.live = live
         outputs = runner.run()
@@ -178,8 +178,9 @@ class _Runner:
         if "device" in kwargs:  # factories (arange, full, ...) make their tensor on this device
             kwargs = {**kwargs, "device": torch.device(self.devices[device])}
         result = node.target(*args, **kwargs)
+        for written in self.capture.mutates.get(node.name, ()):
+            self._propagate_write(written, device)
         if node.name in self.capture.writes:  # readers find the written copy through `_value`
-            self._propagate_write(node.name, device)
             return
         results = result if isinstance(result, list | tuple) else [result]
         for index, value in enumerate(results):
@@ -197,20 +198,20 @@ class _Runner:
         same = torch.device(target) == source.device
         self.copies[(name, index, device)] = source.clone() if same else source.to(target)
 
-    def _propagate_write(self, writer: str, device: int) -> None:
-        """Writes what an in-place op wrote on `device` into every other copy of the storage.
+    def _propagate_write(self, written: str, device: int) -> None:
+        """Copies what an op wrote in place on `device` into every other copy of the storage.
 
         The contract moves no bytes for an in-place write (its marker tensor has size 0), so the
         replay keeps every existing copy current at the write, in place: no storage is made,
         and a copy made later by a transfer starts from current data.
         """
-        written = self.nodes[self.capture.writes[writer]]
-        source = self._value(written, device)
+        node = self.nodes[written]
+        source = self._value(node, device)
         for other in range(self.solution.n_devices):
             if other == device:
                 continue
             try:
-                target = self._value(written, other)
+                target = self._value(node, other)
             except SolutionError:
                 continue  # no copy there
             target.copy_(source)

@@ -140,6 +140,8 @@ class Capture:
             tensors (size 0, no value of their own) are absent.
         writes: every in-place op's node -> the input node whose storage it writes (its result
             is that storage, not a value of its own).
+        mutates: every node that writes inputs in place -> those input nodes (in-place ops,
+            and ops such as batch norm that update an input and return something else).
     """
 
     graph: Graph
@@ -150,6 +152,7 @@ class Capture:
     op_nodes: Mapping[str, str]
     tensor_values: Mapping[str, tuple[str, int]]
     writes: Mapping[str, str]
+    mutates: Mapping[str, tuple[str, ...]]
 
 
 class _Conversion:
@@ -168,6 +171,7 @@ class _Conversion:
         self.op_nodes: dict[str, str] = {}
         self.tensor_values: dict[str, tuple[str, int]] = {}
         self.writes: dict[str, str] = {}
+        self.mutates: dict[str, tuple[str, ...]] = {}
         self.readers: dict[int, list[int]] = {}
         self.last_write: dict[int, tuple[int, int]] = {}
         self.last_random: int | None = None
@@ -359,6 +363,7 @@ def _capture(
         conversion.op_nodes,
         conversion.tensor_values,
         conversion.writes,
+        conversion.mutates,
     )
 
 
@@ -640,12 +645,19 @@ def _call(conversion: _Conversion, node: Node) -> _Value:
     conversion.add_reads(op, inputs)
     if _is_random(node.target):
         conversion.draw(op)
+    mutated = [n for n in _mutated_inputs(node) if n in values]
+    if mutated:
+        conversion.mutates[node.name] = tuple(n.name for n in mutated)
     if aliased is not None:  # in place: readers use the input, after this op has written it
         done = builder.add_tensor(f"{builder.op_names[op]}:done", 0, op)
         conversion.writes[node.name] = aliased[0].name
         if base:
             conversion.write(op, base[0], done)
         return _Value([[*base, done]])
+    for written in mutated:  # written but not returned: later readers get an edge from `op`
+        for tensors in values[written].outputs[:1]:
+            if tensors:
+                conversion.write(op, tensors[0], -1)
     outputs = []
     for index, item in enumerate(results):
         if item is None:
@@ -683,6 +695,39 @@ def _alias_candidates(target: Any) -> tuple[bool, tuple[tuple[int, str], ...]] |
         if argument.alias_info is not None and argument.alias_info.is_write == write
     )
     return write, arguments
+
+
+@functools.cache
+def _written_arguments(target: Any) -> tuple[tuple[int, str], ...]:
+    """(position, name) of each argument the op's schema writes (`Tensor(a!)`)."""
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return ()
+    return tuple(
+        (position, argument.name)
+        for position, argument in enumerate(schema.arguments)
+        if argument.alias_info is not None and argument.alias_info.is_write
+    )
+
+
+def _mutated_inputs(node: Node) -> list[Node]:
+    """The input nodes an op writes in place, whether or not it returns them.
+
+    Batch norm in training writes its running statistics and returns other tensors.
+    """
+    written = list(_written_arguments(node.target))
+    if node.target is torch.ops.aten.native_batch_norm.default and _argument(node, 5, "training"):
+        written += [(3, "running_mean"), (4, "running_var")]  # its schema does not say so
+    mutated = []
+    for position, name in written:
+        value = _argument(node, position, name)
+        if isinstance(value, Node):
+            mutated.append(value)
+    return mutated
+
+
+def _argument(node: Node, position: int, name: str) -> Any:
+    return node.args[position] if position < len(node.args) else node.kwargs.get(name)
 
 
 def _aliased_argument(node: Node) -> tuple[Node, bool] | None:
