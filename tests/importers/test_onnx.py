@@ -124,10 +124,17 @@ def test_mlp_ops_tensors_sizes_and_flops():
     ]
     assert _attrs(graph, "matmul") == {
         "type": "MatMul",
+        "fusion": "contraction",
         "flops": 2 * 2 * 4 * 3,
+        "compute_time": 2 * 2 * 4 * 3 / DEVICE_SPECS["a100"].fp32_flops,
         "bytes_accessed": 24 + 48 + 32,
         "dtype": "float32",
     }
+    assert [_attrs(graph, op)["fusion"] for op in ("add", "relu", "input:x")] == [
+        "elementwise",
+        "elementwise",
+        "none",
+    ]
     assert _attrs(graph, "add")["flops"] == 8 and _attrs(graph, "add")["bytes_accessed"] == 80
     assert _attrs(graph, "relu")["flops"] == 8 and _attrs(graph, "relu")["bytes_accessed"] == 64
     assert _consumers(graph, "h") == ["add"] and _consumers(graph, "y") == []
@@ -137,7 +144,9 @@ def test_mlp_ops_tensors_sizes_and_flops():
         "producer_name": "graphopt-tests",
         "opset": 21,
         "runtime_source": "roofline:a100",
+        "kernel": {"memory_bandwidth": 2039e9, "launch_overhead": 5e-6},
     }
+    assert graph.kernel == (2039e9, 5e-6)
 
 
 def test_runtimes_are_the_roofline_of_the_chosen_device():
@@ -343,7 +352,7 @@ def test_constant_nodes_are_persistent_sources_and_names_stay_unique():
     assert graph.tensor_names == ("x", "c", "s", "Add", "y")
     # Unnamed nodes are named after their type; a node name taken by a value gets a suffix.
     assert graph.op_names == ("input:x", "Constant", "Add_2", "Add_3", "y_2")
-    assert _attrs(graph, "Constant") == {"kind": "constant"}
+    assert _attrs(graph, "Constant") == {"kind": "constant", "fusion": "none"}
     assert graph.tensor_persistent[graph.tensor_ids["c"]]
     assert graph.op_runtime[graph.op_ids["Constant"]] == 0.0
 

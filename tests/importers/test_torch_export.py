@@ -79,8 +79,26 @@ def test_mlp_matches_a_hand_computed_graph():
     # The transposed weights are views: addmm reads the weight itself.
     assert "0.weight:0" in {graph.tensor_names[t] for t in graph.inputs(graph.op_ids["addmm"])}
     assert graph.tensor_persistent.sum() == 5
-    # Persistent 280 B; at relu, addmm:0 (96) and relu:0 (96) are both resident.
+    # Persistent 280 B; at relu, addmm:0 (96) and relu:0 (96) are both resident; the returned
+    # addmm_1:0 is a graph output.
     assert single_device_peak(graph) == 472 <= graph.total_tensor_size
+    assert [graph.tensor_names[t] for t in np.flatnonzero(graph.tensor_output)] == ["addmm_1:0"]
+
+
+def test_ops_carry_fusion_classes_compute_times_and_the_kernel():
+    graph = import_module(*mlp(), device="a100")
+    fusion = {name: graph.op_attrs[j]["fusion"] for j, name in enumerate(graph.op_names)}
+    assert fusion["addmm"] == fusion["addmm_1"] == "contraction"
+    assert fusion["relu"] == "elementwise" and fusion["input"] == "none"
+    spec = DEVICE_SPECS["a100"]
+    addmm = graph.op_ids["addmm"]
+    assert graph.op_compute_time[addmm] == graph.op_attrs[addmm]["flops"] / spec.fp32_flops
+    assert graph.kernel == (spec.memory_bandwidth, spec.launch_overhead)
+    training = import_training_step(*mlp())
+    classes = {attrs.get("type"): attrs["fusion"] for attrs in training.op_attrs}
+    assert classes["aten.sum"] == "reduction" and classes["aten.mm"] == "contraction"
+    assert classes["aten.where"] == classes["aten.le"] == "elementwise"  # tagged pointwise
+    assert classes["aten.full_like"] == "none"
 
 
 def test_cnn_flops_match_torch_flop_counter_and_modules_are_kept():

@@ -153,6 +153,16 @@ GRAPH_RULES = [
     (_edit("tensor", []), r"graph: unknown field 'tensor': did you mean 'tensors'"),
     (_edit("tensors.0.output", 1), "tensor 'a:0': output must be true or false, got 1"),
     (
+        _edit("ops.0.fusion", "fused"),
+        "op 'a': fusion must be one of none, elementwise, reduction, contraction, got 'fused'",
+    ),
+    (_edit("ops.0.compute_time", -1.0), "op 'a': compute_time must be a finite number"),
+    (
+        _edit("kernel", {"memory_bandwidth": 0, "launch_overhead": 0}),
+        "graph: kernel: memory_bandwidth must be a finite number > 0, got 0",
+    ),
+    (_edit("kernel", {"memory_bandwidth": 1e9}), "graph: kernel must be an object with exactly"),
+    (
         lambda document: _edit("tensors.0.output", True)(
             _edit("tensors.0.persistent", True)(document)
         ),
@@ -255,6 +265,21 @@ def test_npz_is_validated_like_json(tmp_path) -> None:
     np.savez(path, **arrays)
     with pytest.raises(GraphError, match="missing array 'consumer_op'"):
         read_graph(path)
+
+
+def test_fusion_fields_are_read_and_round_trip(tmp_path) -> None:
+    document = graph_to_json(tiny())
+    document["ops"][0].update(fusion="contraction", compute_time=0.5)
+    document["ops"][1]["fusion"] = "elementwise"
+    document["kernel"] = {"memory_bandwidth": 1e9, "launch_overhead": 1e-6}
+    graph = graph_from_json(document)
+    assert graph.op_fusion.tolist() == [3, 1, 0]  # contraction, elementwise, none (unset)
+    assert graph.op_compute_time.tolist() == [0.5, 1.0, 1.0]  # else the op's runtime
+    assert graph.kernel == (1e9, 1e-6) and tiny().kernel is None
+    for name in ("g.json", "g.npz"):
+        write_graph(graph, tmp_path / name)
+        again = read_graph(tmp_path / name)
+        assert again.op_fusion.tolist() == [3, 1, 0] and again.kernel == (1e9, 1e-6)
 
 
 def test_npz_written_before_graph_outputs_reads_as_no_outputs(tmp_path) -> None:

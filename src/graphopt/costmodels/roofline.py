@@ -130,6 +130,60 @@ MATRIX_TYPES = frozenset(
 )
 HALF_DTYPES = frozenset({"float16", "bfloat16"})
 
+_REDUCTION_TYPES = frozenset(
+    {
+        # core ATen: reductions, softmax and normalization statistics (and their backwards)
+        *(
+            f"aten.{name}"
+            for name in (
+                "sum", "mean", "amax", "amin", "max", "min", "prod", "var", "var_mean", "std",
+                "logsumexp", "argmax", "argmin", "any", "all", "norm", "linalg_vector_norm",
+                "cumsum", "_softmax", "_log_softmax", "native_layer_norm", "native_batch_norm",
+                "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
+                "_native_batch_norm_legit_functional", "native_group_norm",
+                "_softmax_backward_data", "_log_softmax_backward_data",
+                "native_layer_norm_backward", "native_batch_norm_backward",
+                "native_group_norm_backward", "avg_pool2d", "max_pool2d_with_indices",
+                "_adaptive_avg_pool2d", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
+                "_adaptive_avg_pool2d_backward",
+            )
+        ),
+        # ONNX
+        "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+        "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "Softmax", "LogSoftmax",
+        "LayerNormalization", "BatchNormalization", "GroupNormalization",
+        "InstanceNormalization", "ArgMax", "ArgMin", "CumSum", "GlobalAveragePool",
+        "GlobalMaxPool", "AveragePool", "MaxPool",
+    }
+)  # fmt: skip
+_ELEMENTWISE_TYPES = frozenset(
+    {
+        # ONNX (ATen ops carry torch's own `pointwise` tag instead)
+        "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal",
+        "Relu", "LeakyRelu", "PRelu", "Elu", "Selu", "Sigmoid", "HardSigmoid", "Tanh", "Erf",
+        "Gelu", "Softplus", "Clip", "Cast", "Where", "Min", "Max", "Sum", "Mean", "Equal",
+        "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Floor",
+        "Ceil", "Round", "Sin", "Cos", "Sign", "Expand", "Mod", "BitShift",
+        # core ATen data type changes
+        "aten._to_copy",
+    }
+)  # fmt: skip
+FUSION_TYPES: dict[str, str] = {
+    **dict.fromkeys(_ELEMENTWISE_TYPES, "elementwise"),
+    **dict.fromkeys(_REDUCTION_TYPES, "reduction"),
+    **dict.fromkeys(MATRIX_TYPES, "contraction"),
+}
+"""The one table from op types to fusion classes (COST_MODEL.md section 7): pointwise,
+broadcast, cast and activation ops are elementwise; reductions, softmax, pooling and
+normalization statistics are reductions; matmul, convolution and attention are contractions;
+every other type (data movement, indexing, concatenation, scatter, random numbers, ...) is
+none. Core ATen ops that torch tags `pointwise` are elementwise too (`fusion_class`)."""
+
+
+def fusion_class(op_type: str, pointwise: bool = False) -> str:
+    """The fusion class of an op type by `FUSION_TYPES`; torch's `pointwise` tag -> elementwise."""
+    return FUSION_TYPES.get(op_type, "elementwise" if pointwise else "none")
+
 
 def device_spec(name: str) -> DeviceSpec:
     """The spec called `name` (case-insensitive), or a `GraphError` listing the known ones."""
@@ -156,7 +210,12 @@ def roofline_runtime(
 
 
 def annotate_runtimes(graph: Graph, spec: DeviceSpec | str = DEFAULT_DEVICE) -> Graph:
-    """The graph with every op's runtime set to its roofline estimate on `spec`."""
+    """The graph with every op's runtime set to its roofline estimate on `spec`.
+
+    It also records what fusion scoring needs (section 7): each kernel's `compute_time`
+    (flops / peak), each op's `fusion` class unless the importer set it (`fusion_class` of its
+    type), and the graph's `kernel` (the device's memory bandwidth and launch overhead).
+    """
     spec = device_spec(spec) if isinstance(spec, str) else spec
     half_matrix = np.array(
         [
@@ -165,10 +224,30 @@ def annotate_runtimes(graph: Graph, spec: DeviceSpec | str = DEFAULT_DEVICE) -> 
         ],
         dtype=bool,
     )
-    runtime = roofline_runtime(
-        graph.op_metadata("flops"), graph.op_metadata("bytes_accessed"), half_matrix, spec
+    flops, bytes_accessed = graph.op_metadata("flops"), graph.op_metadata("bytes_accessed")
+    runtime = roofline_runtime(flops, bytes_accessed, half_matrix, spec)
+    peak = np.where(half_matrix, spec.half_matmul_flops, spec.fp32_flops)
+    compute = np.nan_to_num(flops) / peak
+    kernel = ~(np.isnan(flops) & np.isnan(bytes_accessed))
+    op_attrs = [
+        {
+            **attrs,
+            "fusion": attrs.get("fusion", fusion_class(str(attrs.get("type", "")))),
+            **({"compute_time": float(compute[j])} if kernel[j] else {}),
+        }
+        for j, attrs in enumerate(graph.op_attrs)
+    ]
+    return (
+        graph.with_op_runtimes(runtime)
+        .with_op_attrs(op_attrs)
+        .with_attrs(
+            runtime_source=f"roofline:{spec.name}",
+            kernel={
+                "memory_bandwidth": spec.memory_bandwidth,
+                "launch_overhead": spec.launch_overhead,
+            },
+        )
     )
-    return graph.with_op_runtimes(runtime).with_attrs(runtime_source=f"roofline:{spec.name}")
 
 
 def read_profile(path: str | Path) -> dict[str, float]:

@@ -64,7 +64,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from graphopt._messages import raised
-from graphopt.costmodels.roofline import DEFAULT_DEVICE, DeviceSpec, annotate_runtimes
+from graphopt.costmodels.roofline import (
+    DEFAULT_DEVICE,
+    DeviceSpec,
+    annotate_runtimes,
+    fusion_class,
+)
 from graphopt.errors import ModelImportError
 from graphopt.importers.builder import GraphBuilder
 from graphopt.ir.graph import Graph
@@ -776,8 +781,11 @@ def _op_attrs(node: Node, results: list[Any]) -> dict[str, Any]:
     out = results[0] if len(results) == 1 else tuple(results)
     stack = node.meta.get("nn_module_stack")
     module = list(stack.values())[-1][0] if stack else None
+    op_type = _op_type(node.target)
+    pointwise = torch.Tag.pointwise in getattr(node.target, "tags", ())
     return {
-        "type": _op_type(node.target),
+        "type": op_type,
+        "fusion": fusion_class(op_type, pointwise),
         "module": module,
         "dtype": _dtype_name(outputs[0].dtype) if outputs else None,
         "flops": float(_flops(node.target, *_fake_arguments(node), out)),

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from graphopt._messages import describe
 from graphopt.errors import GraphError
 from graphopt.ir._algorithms import longest_path, reachable, topological_order
 from graphopt.ir.arrays import GraphArrays
@@ -34,6 +35,12 @@ TENSOR_FIELDS = ("name", "size", "producer", "consumers", "persistent", "output"
 """Tensor fields of the format held in the graph's arrays; `tensor_attrs` hold the others."""
 GRAPH_FIELDS = ("format", "name", "ops", "tensors")
 """Graph-level fields of the format; `attrs` holds the others."""
+FUSION_CLASSES = ("none", "elementwise", "reduction", "contraction")
+"""An op's fusion class (COST_MODEL.md section 7, op field `fusion`); `Graph.op_fusion` holds
+each op's index in this tuple."""
+KERNEL_FIELDS = ("memory_bandwidth", "launch_overhead")
+"""Fields of the graph's `kernel` object: the device's main-memory bytes/s and seconds per
+kernel launch (section 7)."""
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -190,6 +197,7 @@ class Graph:
         _check_attrs(op_extras, OP_FIELDS, "op", op_names)
         _check_attrs(tensor_extras, TENSOR_FIELDS, "tensor", tensor_names)
         _check_attrs([attrs or {}], GRAPH_FIELDS, "graph", [name])
+        _check_fusion_fields(op_extras, dict(attrs or {}), op_names)
         if not isinstance(name, str):
             raise GraphError(f"graph name must be a string, got {name!r}")
         graph = Graph(
@@ -425,6 +433,28 @@ class Graph:
         )
 
     @cached_property
+    def op_fusion(self) -> np.ndarray:
+        """[n_ops] int8 index of each op's fusion class in `FUSION_CLASSES` (0, none, if unset)."""
+        codes = {name: code for code, name in enumerate(FUSION_CLASSES)}
+        return _frozen(
+            np.array([codes[a.get("fusion", "none")] for a in self.op_attrs], dtype=np.int8)
+        )
+
+    @cached_property
+    def op_compute_time(self) -> np.ndarray:
+        """[n_ops] float64 arithmetic seconds of each op at peak (`compute_time`, else runtime)."""
+        given = self.op_metadata("compute_time")
+        return _frozen(np.where(np.isnan(given), self.op_runtime, given))
+
+    @property
+    def kernel(self) -> tuple[float, float] | None:
+        """(memory bandwidth bytes/s, launch overhead s) of the graph's `kernel`, if it has one."""
+        kernel = self.attrs.get("kernel")
+        if kernel is None:
+            return None
+        return float(kernel["memory_bandwidth"]), float(kernel["launch_overhead"])
+
+    @cached_property
     def op_ids(self) -> dict[str, int]:
         """Index of each op by name."""
         return {n: i for i, n in enumerate(self.op_names)}
@@ -446,9 +476,21 @@ class Graph:
         _check_runtimes(runtime, self.op_names)
         return replace(self, op_runtime=_frozen(runtime))
 
+    def with_op_attrs(self, op_attrs: Sequence[Mapping[str, Any]]) -> Graph:
+        """The same graph with new extra op fields (one mapping per op), validated."""
+        extras = list(op_attrs)
+        if len(extras) != self.n_ops:
+            raise GraphError("op_attrs must have one mapping per op")
+        _check_attrs(extras, OP_FIELDS, "op", self.op_names)
+        _check_fusion_fields(extras, self.attrs, self.op_names)
+        return replace(self, op_attrs=tuple(extras))
+
     def with_attrs(self, **attrs: Any) -> Graph:
         """The same graph with graph-level attributes added or replaced (e.g. provenance)."""
-        return replace(self, attrs={**self.attrs, **attrs})
+        merged = {**self.attrs, **attrs}
+        _check_attrs([merged], GRAPH_FIELDS, "graph", [self.name])
+        _check_fusion_fields((), merged, ())
+        return replace(self, attrs=merged)
 
     def __repr__(self) -> str:
         return (
@@ -602,6 +644,52 @@ def _check_attrs(
                 f"{label}: extra field {bad[0]!r} is not a string key, or is a field of the "
                 "format held in the graph's arrays"
             )
+
+
+def _check_fusion_fields(
+    op_attrs: Sequence[Mapping[str, Any]], attrs: Mapping[str, Any], op_names: Sequence[str]
+) -> None:
+    """The fusion fields of section 7: op `fusion` and `compute_time`, graph `kernel`."""
+    for attributes, name in zip(op_attrs, op_names, strict=True):
+        if "fusion" in attributes and attributes["fusion"] not in FUSION_CLASSES:
+            raise GraphError(
+                f"op '{name}': fusion must be one of {', '.join(FUSION_CLASSES)}, got "
+                f"{describe(attributes['fusion'])}"
+            )
+        if "compute_time" in attributes and not _is_seconds(attributes["compute_time"]):
+            raise GraphError(
+                f"op '{name}': compute_time must be a finite number of seconds >= 0, got "
+                f"{describe(attributes['compute_time'])}"
+            )
+    if "kernel" not in attrs:
+        return
+    kernel = attrs["kernel"]
+    if not isinstance(kernel, Mapping) or sorted(kernel) != sorted(KERNEL_FIELDS):
+        raise GraphError(
+            "graph: kernel must be an object with exactly memory_bandwidth (bytes/s > 0) and "
+            f"launch_overhead (seconds >= 0), got {describe(kernel)}"
+        )
+    bandwidth, launch = kernel["memory_bandwidth"], kernel["launch_overhead"]
+    if not _is_seconds(bandwidth) or bandwidth <= 0:
+        raise GraphError(
+            "graph: kernel: memory_bandwidth must be a finite number > 0, got "
+            f"{describe(bandwidth)}"
+        )
+    if not _is_seconds(launch):
+        raise GraphError(
+            f"graph: kernel: launch_overhead must be a finite number of seconds >= 0, got "
+            f"{describe(launch)}"
+        )
+
+
+def _is_seconds(value: Any) -> bool:
+    """A finite number >= 0 (not a bool)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
 
 
 def _check_names(names: tuple[str, ...], kind: str) -> None:
