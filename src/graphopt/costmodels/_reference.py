@@ -7,6 +7,8 @@ it on a hot path.
 
 from __future__ import annotations
 
+import numpy as np
+
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Score, check_shapes, raise_violation, speedup
 from graphopt.costmodels.validity import Violation
@@ -59,15 +61,16 @@ def reference_check(graph: Graph, solution: Solution) -> tuple[Violation, int, i
     return Violation.NONE, -1, -1
 
 
-def reference_memory_steps(graph: Graph, solution: Solution) -> list[list[int]]:
-    """Memory of every device at every step (section 4) of a valid solution.
+def reference_releases(graph: Graph, solution: Solution) -> dict[int, list[tuple[int, int]]]:
+    """Step -> the copies (tensor, device) freed right after it (section 4), of a valid solution.
 
-    Row t holds step t's bytes per device: resident copies plus the running op's temp memory.
+    A copy is freed after the step of its last reader, or after the step that made it when
+    nothing reads it; a persistent or graph output's home copy never is. The memory walk below
+    and the replay of a solution on the real program (`execution.replay`) both free by it.
     """
     d = solution.n_devices
     place = [int(p) for p in solution.placement]
     events = [int(c) for c in solution.order]
-    # The step of the last reader of each copy (tensor, device).
     last_read: dict[tuple[int, int], int] = {}
     for step, code in enumerate(events):
         if code < graph.n_ops:
@@ -76,31 +79,61 @@ def reference_memory_steps(graph: Graph, solution: Solution) -> list[list[int]]:
         else:
             t = (code - graph.n_ops) // d
             last_read[(t, place[graph.tensor_producer[t]])] = step
-    home = {t: place[graph.tensor_producer[t]] for t in range(graph.n_tensors)}
-    persistent = {t for t in range(graph.n_tensors) if graph.tensor_persistent[t]}
-    memory = [0] * d  # sum of the sizes of the copies resident on each device
-    for t in persistent:
-        memory[home[t]] += int(graph.tensor_size[t])
-    freed_after: dict[int, list[tuple[int, int]]] = {}  # step -> copies freed right after it
-    steps = []
+    releases: dict[int, list[tuple[int, int]]] = {}
     for step, code in enumerate(events):
+        if code < graph.n_ops:
+            made = [
+                (int(t), place[code])
+                for t in graph.outputs(code)
+                if not graph.tensor_persistent[t] and not graph.tensor_output[t]
+            ]
+        else:
+            made = [divmod(code - graph.n_ops, d)]
+        for copy in made:
+            releases.setdefault(last_read.get(copy, step), []).append(copy)
+    return releases
+
+
+def reference_memory_steps(graph: Graph, solution: Solution) -> list[list[int]]:
+    """Memory of every device at every step (section 4) of a valid solution.
+
+    Row t holds step t's bytes per device: resident copies plus the running op's temp memory.
+    """
+    d = solution.n_devices
+    place = [int(p) for p in solution.placement]
+    releases = reference_releases(graph, solution)
+    memory = [int(m) for m in persistent_per_device(graph, solution.placement, d)]
+    steps = []
+    for step, code in enumerate(int(c) for c in solution.order):
         temp = [0] * d
         if code < graph.n_ops:
             device = place[code]
-            made = [(int(t), device) for t in graph.outputs(code) if int(t) not in persistent]
+            for t in graph.outputs(code):
+                if not graph.tensor_persistent[t]:  # persistent bytes count from the start
+                    memory[device] += int(graph.tensor_size[t])
             temp[device] = int(graph.op_temp_memory[code])
         else:
             t, device = divmod(code - graph.n_ops, d)
-            made = [(t, device)]
-        for t, device in made:
             memory[device] += int(graph.tensor_size[t])
-            if code < graph.n_ops and graph.tensor_output[t]:
-                continue  # a graph output's home copy stays to the last step
-            freed_after.setdefault(last_read.get((t, device), step), []).append((t, device))
         steps.append([memory[device] + temp[device] for device in range(d)])
-        for t, device in freed_after.pop(step, []):
+        for t, device in releases.get(step, ()):
             memory[device] -= int(graph.tensor_size[t])
     return steps
+
+
+def persistent_per_device(graph: Graph, placement: np.ndarray, n_devices: int) -> np.ndarray:
+    """[n_devices] int64 bytes of the persistent tensors homed on each device.
+
+    Every step of a device stands on them (section 4).
+    """
+    persistent = np.zeros(n_devices, dtype=np.int64)
+    home = np.asarray(placement, dtype=np.int64)[graph.tensor_producer]
+    np.add.at(
+        persistent,
+        home[graph.tensor_persistent],
+        graph.tensor_size[graph.tensor_persistent].astype(np.int64),
+    )
+    return persistent
 
 
 def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:

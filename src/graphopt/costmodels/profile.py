@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.costmodels._reference import (
+    persistent_per_device,
     reference_check,
     reference_event_times,
     reference_memory_steps,
@@ -120,12 +121,7 @@ def memory_profile(
     device[~is_op] = destination
     source = device.copy()
     source[~is_op] = home[tensor]
-    persistent = np.zeros(d, dtype=np.int64)
-    np.add.at(
-        persistent,
-        home[graph.tensor_persistent],
-        graph.tensor_size[graph.tensor_persistent].astype(np.int64),
-    )
+    persistent = persistent_per_device(graph, placement, d)
     times = np.array(reference_event_times(graph, solution, machine), dtype=np.float64)
     times = times.reshape(-1, 2)
     return MemoryProfile(

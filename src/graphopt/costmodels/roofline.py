@@ -202,11 +202,22 @@ def roofline_runtime(
     Shapes:
         flops, bytes_accessed: [n] float64 (NaN where unknown); half_matrix: [n] bool.
     """
-    kernel = ~(np.isnan(flops) & np.isnan(bytes_accessed))
-    peak = np.where(half_matrix, spec.half_matmul_flops, spec.fp32_flops)
-    compute = np.nan_to_num(flops) / peak
+    compute = compute_seconds(flops, half_matrix, spec)
     memory = np.nan_to_num(bytes_accessed) / spec.memory_bandwidth
-    return np.where(kernel, np.maximum(compute, memory) + spec.launch_overhead, 0.0)
+    return np.where(
+        is_kernel(flops, bytes_accessed), np.maximum(compute, memory) + spec.launch_overhead, 0.0
+    )
+
+
+def is_kernel(flops: np.ndarray, bytes_accessed: np.ndarray) -> np.ndarray:
+    """[n] bool: ops with flops or bytes accessed (parameters, inputs and aliases have neither)."""
+    return ~(np.isnan(flops) & np.isnan(bytes_accessed))
+
+
+def compute_seconds(flops: np.ndarray, half_matrix: np.ndarray, spec: DeviceSpec) -> np.ndarray:
+    """[n] seconds of arithmetic at the peak that applies (tensor cores for half matrix ops)."""
+    peak = np.where(half_matrix, spec.half_matmul_flops, spec.fp32_flops)
+    return np.nan_to_num(flops) / peak
 
 
 def annotate_runtimes(graph: Graph, spec: DeviceSpec | str = DEFAULT_DEVICE) -> Graph:
@@ -226,9 +237,8 @@ def annotate_runtimes(graph: Graph, spec: DeviceSpec | str = DEFAULT_DEVICE) -> 
     )
     flops, bytes_accessed = graph.op_metadata("flops"), graph.op_metadata("bytes_accessed")
     runtime = roofline_runtime(flops, bytes_accessed, half_matrix, spec)
-    peak = np.where(half_matrix, spec.half_matmul_flops, spec.fp32_flops)
-    compute = np.nan_to_num(flops) / peak
-    kernel = ~(np.isnan(flops) & np.isnan(bytes_accessed))
+    compute = compute_seconds(flops, half_matrix, spec)
+    kernel = is_kernel(flops, bytes_accessed)
     op_attrs = [
         {
             **attrs,

@@ -99,7 +99,7 @@ def apply(capture: Capture, solution: Solution) -> torch.fx.GraphModule:
         SolutionError: a multi-device or invalid solution.
     """
     check_one_device(solution)
-    Scorer(capture.graph, Machine(n_devices=1)).score(solution)
+    predict(capture, solution)
     return reorder(capture, op_order(capture, solution))
 
 

@@ -23,6 +23,7 @@ import torch
 from torch.fx import Node
 from torch.utils._pytree import tree_flatten
 
+from graphopt.costmodels._reference import persistent_per_device, reference_releases
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.errors import SolutionError
@@ -80,14 +81,13 @@ def replay(
         torch.manual_seed(seed)
         runner.live = live
         outputs = runner.run()
-    persistent = [0] * d
-    for t in range(graph.n_tensors):
-        if graph.tensor_persistent[t]:
-            persistent[int(solution.placement[graph.tensor_producer[t]])] += int(
-                graph.tensor_size[t]
-            )
+    persistent = persistent_per_device(graph, solution.placement, d)
     return Replay(
-        devices, tuple(live.peak), score.peak_memory_per_device, tuple(persistent), outputs
+        devices,
+        tuple(live.peak),
+        score.peak_memory_per_device,
+        tuple(int(p) for p in persistent),
+        outputs,
     )
 
 
@@ -138,32 +138,15 @@ class _Runner:
         return self.capture.program.graph._codegen.process_outputs(values)
 
     def _last_reads(self) -> dict[int, list[tuple[int, int]]]:
-        """Step -> the copies (tensor, device) whose last reader it is (section 4).
+        """Step -> the copies (tensor, device) to drop right after it.
 
-        A graph output's and a persistent tensor's home copies are never dropped; a copy
-        without readers is dropped right after the step that made it.
+        The scorer's own rule (`reference_releases`), for the tensors that hold a value.
         """
-        graph, d = self.graph, self.solution.n_devices
-        last: dict[tuple[int, int], int] = {}
-        for step, code in enumerate(self.solution.order.tolist()):
-            if code < graph.n_ops:
-                device = self.place[code]
-                for t in graph.outputs(code).tolist():
-                    last.setdefault((t, device), step)
-                for t in graph.inputs(code).tolist():
-                    last[(t, device)] = step
-            else:
-                t, device = divmod(code - graph.n_ops, d)
-                last.setdefault((t, device), step)
-                last[(t, self.place[graph.tensor_producer[t]])] = step
-        by_step: dict[int, list[tuple[int, int]]] = {}
-        for (t, device), step in last.items():
-            home = device == self.place[graph.tensor_producer[t]]
-            if home and (graph.tensor_output[t] or graph.tensor_persistent[t]):
-                continue
-            if t in self.value_of:
-                by_step.setdefault(step, []).append((t, device))
-        return by_step
+        releases = reference_releases(self.graph, self.solution)
+        return {
+            step: [copy for copy in copies if copy[0] in self.value_of]
+            for step, copies in releases.items()
+        }
 
     def _run_op(self, op: int) -> None:
         node = self.nodes[self.capture.op_nodes[self.graph.op_names[op]]]

@@ -742,7 +742,7 @@ def _aliased_argument(node: Node) -> tuple[Node, bool] | None:
         return None
     write, arguments = candidates
     for position, name in arguments:
-        value = node.args[position] if position < len(node.args) else node.kwargs.get(name)
+        value = _argument(node, position, name)
         if isinstance(value, Node):
             return value, write
     return None
