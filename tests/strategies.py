@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from graphopt.costmodels.machine import Machine
@@ -83,13 +86,15 @@ def machines(draw: st.DrawFn, max_devices: int = 5) -> Machine:
 
 
 @st.composite
-def problems(draw: st.DrawFn, max_ops: int = 25) -> tuple[Graph, Machine, Solution]:
+def problems(
+    draw: st.DrawFn, max_ops: int = 25, spreads: tuple[str, ...] = ("random", "one", "blocks")
+) -> tuple[Graph, Machine, Solution]:
     """A graph, a machine and a valid solution: random placement, random or topological order."""
     graph = draw(graphs(max_ops))
     machine = draw(machines())
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     d = machine.n_devices
-    spread = draw(st.sampled_from(["random", "one", "blocks"]))
+    spread = draw(st.sampled_from(spreads))
     if spread == "random":
         placement = rng.integers(0, d, graph.n_ops)
     elif spread == "one":
@@ -109,3 +114,104 @@ def solvable(problem: Problem) -> bool:
     return capacity is None or capacity >= peak_memory_lower_bound(
         problem.graph, problem.machine.n_devices
     )
+
+
+def with_fusion(graph: Graph, rng: np.random.Generator) -> Graph:
+    """The graph with fusion fields (section 7): classes (a fifth none), compute times, kernel.
+
+    Compute times sit around the runtimes and the bandwidth around the sizes, so that groups
+    are bound by compute on some draws and by memory traffic on others.
+    """
+    classes = ("none", "elementwise", "elementwise", "reduction", "contraction")
+    attrs = [
+        {
+            **extra,
+            "fusion": classes[int(rng.integers(0, len(classes)))],
+            "compute_time": float(runtime * rng.choice([0.0, 0.3, 1.0])),
+        }
+        for extra, runtime in zip(graph.op_attrs, graph.op_runtime, strict=True)
+    ]
+    kernel = {
+        "memory_bandwidth": float(rng.choice([100.0, 1000.0, 1e6])),
+        "launch_overhead": float(rng.choice([0.0, 0.1, 1.0])),
+    }
+    return graph.with_op_attrs(attrs).with_attrs(kernel=kernel)
+
+
+def random_groups(graph: Graph, solution: Solution, rng: np.random.Generator) -> Solution:
+    """The solution with random legal fusion groups: runs of consecutive op events.
+
+    While a run is open, an op that may join it (same device, may fuse, at most one contraction
+    and 64 ops, consumes a tensor the run produces, so the run stays connected) and is ready is
+    pulled forward to join it, with probability 0.8. A run of consecutive events of a valid
+    order is convex, and pulling a ready op forward keeps the order valid.
+    """
+    classes = graph.op_fusion
+    d = solution.n_devices
+    place = solution.placement
+    group = np.full(graph.n_ops, -1, dtype=np.int32)
+    pending = [int(c) for c in solution.order]
+    order: list[int] = []
+    ran: set[int] = set()
+    moved: set[tuple[int, int]] = set()
+    run: list[int] = []
+    made: set[int] = set()
+    n_groups = 0
+
+    def ready(op: int) -> bool:
+        for t in graph.inputs(op):
+            producer = int(graph.tensor_producer[t])
+            if place[producer] == place[op] and producer not in ran:
+                return False
+            if place[producer] != place[op] and (int(t), int(place[op])) not in moved:
+                return False
+        return True
+
+    def joins(op: int) -> bool:
+        return (
+            op < graph.n_ops
+            and classes[op] != 0
+            and place[op] == place[run[0]]
+            and len(run) < 64
+            and not (classes[op] == 3 and any(classes[o] == 3 for o in run))
+            and bool(made.intersection(int(t) for t in graph.inputs(op)))
+            and ready(op)
+        )
+
+    while pending:
+        pick = 0
+        if run and rng.random() < 0.8:
+            pick = next((i for i, code in enumerate(pending) if joins(code)), 0)
+        code = pending.pop(pick)
+        order.append(code)
+        if not (run and joins(code)):
+            if len(run) >= 2:
+                group[run] = n_groups
+                n_groups += 1
+            run.clear()
+            made.clear()
+        if code >= graph.n_ops:
+            moved.add(divmod(code - graph.n_ops, d))
+            continue
+        ran.add(code)
+        if classes[code] != 0:
+            run.append(code)
+            made.update(int(t) for t in graph.outputs(code))
+    if len(run) >= 2:
+        group[run] = n_groups
+    return replace(solution, order=np.array(order, dtype=np.int64), fusion=group)
+
+
+@st.composite
+def fused_problems(draw: st.DrawFn, max_ops: int = 25) -> tuple[Graph, Machine, Solution]:
+    """A graph with fusion fields, a machine and a valid solution with random legal groups.
+
+    Half the placements put every op on one device, where most groups form; draws without a
+    group are rejected.
+    """
+    graph, machine, solution = draw(problems(max_ops, ("random", "one", "one", "blocks")))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    graph = with_fusion(graph, rng)
+    fused = random_groups(graph, solution, rng)
+    assume(fused.n_groups > 0)
+    return graph, machine, fused

@@ -14,12 +14,12 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from graphopt.costmodels import _kernels
+from graphopt.costmodels import _fusion, _kernels
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.validity import Violation, violation_message
 from graphopt.errors import MachineError, SolutionError
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution
+from graphopt.ir.solution import MAX_GROUP_OPS, Solution
 from graphopt.limits import MAX_COPIES
 
 
@@ -105,29 +105,45 @@ class Scorer:
         self.machine = machine
 
     def evaluate(
-        self, placement: np.ndarray, order: np.ndarray
+        self, placement: np.ndarray, order: np.ndarray, fusion: np.ndarray | None = None
     ) -> tuple[np.ndarray, float, tuple[int, int, int]]:
         """Scores one array-encoded solution without building a Solution object.
 
         Args:
             placement: [n_ops] int32 devices.
             order: [n_events] int64 event codes.
+            fusion: None or [n_ops] int32 fusion group of each op (-1: alone), dense ids.
 
         Returns:
             (peaks [n_devices] int64, makespan, (violation, where, detail)); violation 0 when valid.
         """
         peak = np.zeros(self.machine.n_devices, dtype=np.int64)
-        violation, where, detail, makespan = _kernels.score_solution(
-            self.graph.arrays,
-            self.machine.arrays,
-            np.ascontiguousarray(placement, dtype=np.int32),
-            np.ascontiguousarray(order, dtype=np.int64),
-            peak,
-        )
+        placement = np.ascontiguousarray(placement, dtype=np.int32)
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        if fusion is None or not fusion.size or fusion.max() < 0:
+            violation, where, detail, makespan = _kernels.score_solution(
+                self.graph.arrays, self.machine.arrays, placement, order, peak
+            )
+        else:
+            check_kernel(self.graph)
+            violation, where, detail, makespan = _fusion.score_fused(
+                self.graph.arrays,
+                self.graph.fusion_arrays,
+                self.machine.arrays,
+                placement,
+                order,
+                np.ascontiguousarray(fusion, dtype=np.int32),
+                MAX_GROUP_OPS,
+                peak,
+            )
         return peak, makespan, (violation, where, detail)
 
     def evaluate_population(
-        self, placements: np.ndarray, orders: np.ndarray, lengths: np.ndarray | None = None
+        self,
+        placements: np.ndarray,
+        orders: np.ndarray,
+        lengths: np.ndarray | None = None,
+        groups: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Scores B solutions in parallel.
 
@@ -135,6 +151,7 @@ class Scorer:
             placements: [B, n_ops] int32 devices.
             orders: [B, L] int64 event codes; row b holds lengths[b] events (padding ignored).
             lengths: [B] events per row; defaults to L for every row.
+            groups: None or [B, n_ops] int32 fusion groups of each row (-1: alone), dense ids.
 
         Returns:
             peaks [B, n_devices] int64, makespans [B] float64, status [B, 3] int64
@@ -148,6 +165,22 @@ class Scorer:
         peaks = np.zeros((n, self.machine.n_devices), dtype=np.int64)
         status = np.zeros((n, 3), dtype=np.int64)
         makespans = np.zeros(n, dtype=np.float64)
+        if groups is not None:
+            check_kernel(self.graph)
+            _fusion.score_fused_population(
+                self.graph.arrays,
+                self.graph.fusion_arrays,
+                self.machine.arrays,
+                placements,
+                orders,
+                np.ascontiguousarray(lengths, dtype=np.int64),
+                np.ascontiguousarray(groups, dtype=np.int32),
+                MAX_GROUP_OPS,
+                peaks,
+                status,
+                makespans,
+            )
+            return peaks, makespans, status
         _kernels.score_population(
             self.graph.arrays,
             self.machine.arrays,
@@ -168,7 +201,7 @@ class Scorer:
         """
         check_shapes(self.graph, solution, self.machine)
         peak, makespan, (violation, where, detail) = self.evaluate(
-            solution.placement, solution.order
+            solution.placement, solution.order, solution.fusion
         )
         if violation != Violation.NONE:
             raise_violation(self.graph, solution, violation, where, detail)
@@ -217,6 +250,20 @@ def check_shapes(graph: Graph, solution: Solution, machine: Machine) -> None:
     if solution.placement.shape[0] != graph.n_ops:
         raise SolutionError(
             f"placement has {solution.placement.shape[0]} entries for {graph.n_ops} ops"
+        )
+    if solution.fusion is not None and solution.fusion.shape[0] != graph.n_ops:
+        raise SolutionError(
+            f"fusion has {solution.fusion.shape[0]} group ids for {graph.n_ops} ops"
+        )
+
+
+def check_kernel(graph: Graph) -> None:
+    """Refuses to score fusion groups on a graph without the `kernel` their times need."""
+    if graph.kernel is None:
+        raise SolutionError(
+            f"graph '{graph.name}' has no 'kernel' field (memory_bandwidth, launch_overhead), "
+            "which scoring fusion groups needs (COST_MODEL.md section 7); graphs that graphopt "
+            "imports carry it: add it, or score the solution without its groups"
         )
 
 

@@ -1,17 +1,21 @@
-"""The rules a solution must satisfy (COST_MODEL.md section 3), as codes shared by both scorers.
+"""The rules a solution must satisfy (COST_MODEL.md sections 3 and 7), as codes both scorers share.
 
 Both the reference scorer and the numba kernels report the first rule broken as
 (violation, where, detail), checking events in schedule order and, within an event, in the same
 fixed order, so the two can be compared exactly; `violation_message` turns that into one line.
-A missing transfer needs no rule of its own: the consumer that needs it fails first.
+A missing transfer needs no rule of its own: the consumer that needs it fails first. Fusion
+groups' rules come after the placement's and before the schedule's, group by group.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
 
-from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution, decode_event
+import numpy as np
+
+from graphopt.ir.graph import FUSION_CLASSES, Graph
+from graphopt.ir.solution import MAX_GROUP_OPS, Solution, decode_event
 
 
 class Violation(IntEnum):
@@ -26,6 +30,15 @@ class Violation(IntEnum):
     TRANSFER_BEFORE_PRODUCER = 6  # where: position
     INPUT_NOT_AVAILABLE = 7  # where: position, detail: input tensor
     OP_MISSING = 8  # where: op
+    # Fusion groups (section 7), checked after the placement and before the schedule.
+    GROUP_TOO_SMALL = 9  # where: group, detail: its op
+    GROUP_UNFUSABLE = 10  # where: group, detail: the op of class none
+    GROUP_CONTRACTIONS = 11  # where: group, detail: its second contraction
+    GROUP_TOO_LARGE = 12  # where: group
+    GROUP_DEVICES = 13  # where: group, detail: an op on another device than the group's first
+    GROUP_DISCONNECTED = 14  # where: group, detail: an op not connected to the group's first
+    GROUP_NOT_CONVEX = 15  # where: group, detail: an op outside it on a path from it back to it
+    GROUP_NOT_CONTIGUOUS = 16  # where: position, detail: the unfinished group
 
 
 def violation_message(
@@ -42,6 +55,8 @@ def violation_message(
         return f"schedule[{position}] (transfer of '{tensors[item]}' to device {device})"
 
     v = Violation(violation)
+    if v >= Violation.GROUP_TOO_SMALL:
+        return _group_message(graph, solution, v, where, detail, event)
     if v is Violation.PLACEMENT_OUT_OF_RANGE:
         device = solution.placement[where]
         return f"placement: op '{names[where]}' is on device {device}, not in [0, {d})"
@@ -71,3 +86,58 @@ def violation_message(
     if v is Violation.OP_MISSING:
         return f"schedule: op '{names[where]}' is missing; every op must appear exactly once"
     raise ValueError(f"not a violation: {violation}")
+
+
+def _group_message(
+    graph: Graph,
+    solution: Solution,
+    v: Violation,
+    where: int,
+    detail: int,
+    event: Callable[[int], str],
+) -> str:
+    """One line naming the fusion group, and the op or event, that breaks a rule of section 7."""
+    names = graph.op_names
+    ids = np.full(graph.n_ops, -1) if solution.fusion is None else solution.fusion
+    if v is Violation.GROUP_NOT_CONTIGUOUS:
+        return (
+            f"{event(where)}: comes inside fusion[{detail}] ({_members(graph, ids, detail)}), "
+            "whose ops must follow one another in the schedule with no other event between them"
+        )
+    group = f"fusion[{where}] ({_members(graph, ids, where)})"
+    if v is Violation.GROUP_TOO_SMALL:
+        return f"{group}: a group holds at least two ops"
+    if v is Violation.GROUP_UNFUSABLE:
+        return (
+            f"{group}: op '{names[detail]}' has fusion class 'none' (or none given) and cannot be "
+            f"fused; classes that fuse: {', '.join(FUSION_CLASSES[1:])}"
+        )
+    if v is Violation.GROUP_CONTRACTIONS:
+        return f"{group}: op '{names[detail]}' is a second contraction; a group holds at most one"
+    if v is Violation.GROUP_TOO_LARGE:
+        count = int((ids == where).sum())
+        return f"{group}: {count} ops, more than the {MAX_GROUP_OPS} a group may hold"
+    if v is Violation.GROUP_DEVICES:
+        first = int(np.flatnonzero(ids == where)[0])
+        return (
+            f"{group}: op '{names[detail]}' is on device {solution.placement[detail]} but "
+            f"'{names[first]}' on device {solution.placement[first]}; a group runs on one device"
+        )
+    if v is Violation.GROUP_DISCONNECTED:
+        return (
+            f"{group}: op '{names[detail]}' is not connected to the rest through tensors one of "
+            "them produces and another consumes; a group is connected"
+        )
+    if v is Violation.GROUP_NOT_CONVEX:
+        return (
+            f"{group}: op '{names[detail]}', outside the group, is on a path that leaves it and "
+            "comes back; a group is convex"
+        )
+    raise ValueError(f"not a group violation: {v}")
+
+
+def _members(graph: Graph, ids: np.ndarray, gid: int, shown: int = 4) -> str:
+    """The first names of a group's ops, for a message."""
+    ops = np.flatnonzero(ids == gid)
+    names = ", ".join(f"'{graph.op_names[op]}'" for op in ops[:shown])
+    return names + (f" and {len(ops) - shown} more" if len(ops) > shown else "")

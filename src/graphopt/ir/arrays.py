@@ -46,3 +46,27 @@ _u = np.uint64
 """Array indices are cast to unsigned so that numba skips negative-index wraparound (which cost
 the scorer about a quarter of its time); shared by the kernels. Only for indices already known
 to be in range."""
+
+
+class FusionArrays(NamedTuple):
+    """What scoring fusion groups reads beside `GraphArrays` (COST_MODEL.md section 7)."""
+
+    op_fusion: np.ndarray
+    """[n_ops] int8 index of each op's class in `graph.FUSION_CLASSES` (0: none)."""
+    op_compute_time: np.ndarray
+    """[n_ops] float64 arithmetic seconds of each op at the device's peak."""
+    topological_position: np.ndarray
+    """[n_ops] int64 position of each op in the graph's topological order (prunes the
+    convexity search)."""
+    op_successor_ptr: np.ndarray
+    """[n_ops + 1] int64 CSR offsets into `op_successor`."""
+    op_successor: np.ndarray
+    """[n_edges] int32 consumers of each op's outputs (with repeats)."""
+    op_predecessor_ptr: np.ndarray
+    """[n_ops + 1] int64 CSR offsets into `op_predecessor`."""
+    op_predecessor: np.ndarray
+    """[n_edges] int32 producers of each op's inputs (with repeats)."""
+    memory_bandwidth: float
+    """Bytes/s of the device's main memory (NaN when the graph has no `kernel`)."""
+    launch_overhead: float
+    """Seconds per kernel launch (NaN when the graph has no `kernel`)."""

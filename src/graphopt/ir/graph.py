@@ -19,7 +19,7 @@ import numpy as np
 from graphopt._messages import describe
 from graphopt.errors import GraphError
 from graphopt.ir._algorithms import longest_path, reachable, topological_order
-from graphopt.ir.arrays import GraphArrays
+from graphopt.ir.arrays import FusionArrays, GraphArrays
 from graphopt.limits import MAX_ITEMS, MAX_TOTAL_BYTES
 
 INDEX = np.int32
@@ -305,6 +305,26 @@ class Graph:
             op_output_tensor=self.op_output_tensor,
             op_runtime=self.op_runtime,
             op_temp_memory=self.op_temp_memory,
+        )
+
+    @cached_property
+    def fusion_arrays(self) -> FusionArrays:
+        """The arrays that scoring fusion groups reads beside `arrays` (section 7)."""
+        ptr, successor = self._successor_edges
+        back_ptr, predecessor = self._predecessor_edges
+        position = np.empty(self.n_ops, dtype=np.int64)
+        position[self.topological_order] = np.arange(self.n_ops)
+        bandwidth, launch = self.kernel or (math.nan, math.nan)
+        return FusionArrays(
+            op_fusion=self.op_fusion,
+            op_compute_time=self.op_compute_time,
+            topological_position=_frozen(position),
+            op_successor_ptr=_frozen(np.ascontiguousarray(ptr, dtype=np.int64)),
+            op_successor=_frozen(np.ascontiguousarray(successor, dtype=np.int32)),
+            op_predecessor_ptr=_frozen(np.ascontiguousarray(back_ptr, dtype=np.int64)),
+            op_predecessor=_frozen(np.ascontiguousarray(predecessor, dtype=np.int32)),
+            memory_bandwidth=float(bandwidth),
+            launch_overhead=float(launch),
         )
 
     @cached_property

@@ -5,6 +5,9 @@ is one int64 code, independent of the placement so that a batch of solutions sha
 
 - op ``j`` is code ``j``;
 - the transfer of tensor ``t`` to device ``b`` is code ``n_ops + t * n_devices + b``.
+
+Fusion groups (section 7) are one more array beside them: the group of each op, -1 for an op that
+runs alone, so a search can carry them next to its placements and orders.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import numpy as np
 from graphopt.errors import SolutionError
 from graphopt.ir.graph import Graph
 from graphopt.limits import MAX_DEVICES
+
+MAX_GROUP_OPS = 64
+"""Most ops one fusion group may hold (COST_MODEL.md section 7)."""
 
 
 def transfer_code(
@@ -61,6 +67,8 @@ class Solution:
     Shapes:
         placement: [n_ops] int32 device of each op.
         order: [n_events] int64 event codes (module docstring), n_events = n_ops + n_transfers.
+        fusion: None (no op is fused) or [n_ops] int32 group of each op (-1: runs alone); the
+            groups are renumbered 0, 1, ... in the order of their ids, so no id is skipped.
     """
 
     placement: np.ndarray
@@ -69,6 +77,7 @@ class Solution:
     objective: Mapping[str, Any] = field(default_factory=dict)
     solver: Mapping[str, Any] = field(default_factory=dict)
     machine: Mapping[str, Any] = field(default_factory=dict)
+    fusion: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.n_devices, bool) or not isinstance(self.n_devices, int | np.integer):
@@ -82,6 +91,36 @@ class Solution:
             array.flags.writeable = False
             object.__setattr__(self, name, array)
         object.__setattr__(self, "n_devices", int(self.n_devices))
+        if self.fusion is not None:
+            object.__setattr__(self, "fusion", _group_ids(self.fusion))
+
+    @property
+    def n_groups(self) -> int:
+        """Number of fusion groups (0 without fusion)."""
+        return 0 if self.fusion is None else int(self.fusion.max(initial=-1)) + 1
+
+    def groups(self) -> list[np.ndarray]:
+        """The ops of each fusion group, ascending, in group order."""
+        if self.fusion is None:
+            return []
+        by_group = np.argsort(self.fusion, kind="stable")
+        bounds = np.searchsorted(self.fusion[by_group], np.arange(self.n_groups + 1))
+        return [by_group[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _group_ids(fusion: Any) -> np.ndarray:
+    """Read-only int32 group ids renumbered densely (-1 kept); refuses ids below -1."""
+    ids = np.array(fusion, dtype=np.int64).reshape(-1)
+    if ids.size and ids.min() < -1:
+        raise SolutionError(
+            f"fusion: group ids must be >= 0, or -1 for an unfused op, got {ids.min()}"
+        )
+    used, dense = np.unique(ids, return_inverse=True)
+    if used.size and used[0] == -1:
+        dense = dense - 1
+    grouped = np.asarray(dense, dtype=np.int32).reshape(-1)
+    grouped.flags.writeable = False
+    return grouped
 
 
 def topological_schedule(graph: Graph, placement: np.ndarray, n_devices: int) -> Solution:
