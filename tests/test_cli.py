@@ -167,6 +167,31 @@ def test_invalid_schedule_names_the_event(files, tmp_path) -> None:
     assert "schedule[1] (op 'b' on device 1): input 'a:0' is not available" in result.stderr
 
 
+def test_score_reads_fusion_groups_and_names_a_broken_rule(tmp_path) -> None:
+    g = tiny().with_attrs(kernel={"memory_bandwidth": 100.0, "launch_overhead": 0.5})
+    g = g.with_op_attrs([{**a, "fusion": "elementwise"} for a in g.op_attrs])
+    graph_path = tmp_path / "tiny.json"
+    write_graph(g, graph_path)
+    document = solution_to_json(g, solution(g, {"a": 0, "b": 0, "c": 0}, ["a", "b", "c"]))
+    document["fusion"] = [["b", "c"]]
+    path = tmp_path / "fused.json"
+    path.write_text(json.dumps(document))
+    result = run_json("score", str(graph_path), str(path))
+    # b:0 is internal; the group reads a:0 (400) and writes c:0 (100): 5 s of traffic + launch.
+    assert result["fusion_groups"] == 1 and result["makespan"] == 2.0 + 5.5
+    assert result["peak_memory"] == 400 + 100
+    document["fusion"] = [["a", "c"]]  # a -> b -> c leaves the group and comes back
+    path.write_text(json.dumps(document))
+    failed = runner.invoke(app, ["score", str(graph_path), str(path)])
+    assert failed.exit_code == 2 and len(failed.stderr.strip().splitlines()) == 1
+    assert "fusion[0] ('a', 'c'): op 'b', outside the group, is on a path" in failed.stderr
+    write_graph(tiny(), graph_path)  # no kernel, no classes
+    document["fusion"] = [["b", "c"]]
+    path.write_text(json.dumps(document))
+    failed = runner.invoke(app, ["score", str(graph_path), str(path)])
+    assert failed.exit_code == 2 and "has no 'kernel' field" in failed.stderr
+
+
 def test_installed_script_runs(files) -> None:
     graph_path, _, _ = files
     completed = subprocess.run(

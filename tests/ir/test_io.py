@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from builders import assert_same_graph, solution, tiny
+from graphopt.costmodels.score import score
 from graphopt.errors import GraphError, SolutionError
 from graphopt.ir.io import (
     graph_from_json,
@@ -22,7 +23,7 @@ from graphopt.ir.io import (
     write_graph,
     write_solution,
 )
-from strategies import graphs, problems
+from strategies import fused_problems, graphs, problems
 
 _DELETE = object()
 
@@ -67,6 +68,18 @@ def test_solution_round_trip(tmp_path_factory, problem) -> None:
     np.testing.assert_array_equal(loaded.placement, s.placement)
     np.testing.assert_array_equal(loaded.order, s.order)
     assert loaded.n_devices == s.n_devices
+
+
+@settings(max_examples=60, deadline=None)
+@given(fused_problems())
+def test_fused_solution_round_trip(tmp_path_factory, problem) -> None:
+    graph, _, s = problem
+    path = tmp_path_factory.mktemp("sol") / "s.json"
+    write_solution(graph, s, path)
+    loaded = read_solution(path, graph)
+    np.testing.assert_array_equal(loaded.fusion, s.fusion)
+    assert score(graph, loaded) == score(graph, s)
+    assert len(json.loads(path.read_text())["fusion"]) == s.n_groups
 
 
 def _edit(path: str, value):
@@ -325,7 +338,15 @@ SOLUTION_RULES = [
     (_edit("machine", {"capasity": 5}), "machine: unknown field 'capasity': did you mean"),
     (_edit("objective", {"peak_mem": 600}), "unknown field 'peak_mem': did you mean 'peak_memory'"),
     (_edit("schedul", []), "unknown field 'schedul': did you mean 'schedule'"),
-    (_edit("fusion", [["a", "b"]]), "field 'fusion' is not supported"),
+    (_edit("fusion", {"a": 0}), "fusion: must be a JSON list"),
+    (_edit("fusion", ["a"]), r"fusion\[0\] must be a list of op names, got 'a'"),
+    (_edit("fusion", [["a"]]), r"fusion\[0\] has 1 op\(s\); a group holds at least two"),
+    (_edit("fusion", [["a", "zz"]]), r"fusion\[0\]: 'zz' is not an op of graph 'tiny'"),
+    (_edit("fusion", [["a", "a"]]), r"fusion\[0\]: op 'a' is listed twice"),
+    (
+        _edit("fusion", [["a", "b"], ["c", "b"]]),
+        r"fusion\[1\]: op 'b' is already in fusion\[0\]; an op is in at most one group",
+    ),
 ]
 
 

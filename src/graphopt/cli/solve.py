@@ -94,6 +94,7 @@ def score(
         "devices": machine.n_devices,
         "valid": True,
         **result.to_json(),
+        "fusion_groups": solution.n_groups,
         "machine": machine.to_json(),
         "claimed": claimed,
         "claims_agree": None if overridden else not disagreements,
@@ -116,6 +117,9 @@ def score(
             )
         table.add_row("makespan (s)", f"{result.makespan:.9g}")
         table.add_row("speedup", f"{result.speedup:.4f}")
+        if solution.n_groups:
+            fused = int((solution.fusion >= 0).sum())
+            table.add_row("fusion", f"{solution.n_groups:,} groups of {fused:,} ops")
         for row in targets:
             table.add_row(
                 f"on target {row['target']}",

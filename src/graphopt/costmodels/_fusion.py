@@ -1,12 +1,16 @@
 """numba kernels for fusion groups (COST_MODEL.md section 7): their rules and their scoring.
 
-Rather than teach every kernel about groups, a solution with groups is scored by merging each
-group into one op of a smaller graph and running the unchanged `_kernels.score_solution` on it:
-the merged op consumes the group's external inputs, produces its members' non-internal outputs,
-holds the sum of their temp memory and lasts the group's roofline time; internal tensors are
-dropped, since they are never resident and never moved. The merged op sits at the place of the
-group's first member, so scoring it is exactly the section-7 walk in which a group is one step.
-The twin is `_reference.py`, which walks the groups literally.
+A solution with groups is scored by `score_fused`, the walk of `_kernels.score_solution` in which
+a group's first op event runs the whole group as one step: `_kernels.op_step` on op `gid` of a
+small graph of groups (`group_ops`), which reads the group's external inputs once, makes its
+members' non-internal outputs resident and lasts the group's roofline time; internal tensors
+never exist. Ops alone and transfers go through the same `op_step` and `transfer_step` as without
+fusion, and the plain scorer is untouched, so scoring a solution without groups costs what it
+did. Two other designs were measured and dropped (10,000 ops, 1,500 groups, fresh solutions,
+`benchmarks/bench_fusion_scorer.py`): merging the whole graph into one with an op per group and
+running the plain kernel on it (2.8x the time without groups: building the merged graph cost
+more than the walk), and a step function walking the members' own edges (2.6x: numba does not
+inline it well). The twin is `_reference.py`, which walks the groups literally.
 
 The rules are checked group by group in the order section 7 lists them. The one that needs a
 search of the graph, convexity, is implied by the others once the schedule is valid (a path that
@@ -31,6 +35,8 @@ PLACEMENT_OUT_OF_RANGE = 1
 UNKNOWN_EVENT = 2
 OP_REPEATED = 3
 TRANSFER_NOT_IMPLIED = 4
+TRANSFER_REPEATED = 5
+TRANSFER_BEFORE_PRODUCER = 6
 INPUT_NOT_AVAILABLE = 7
 OP_MISSING = 8
 GROUP_TOO_SMALL = 9
@@ -186,203 +192,237 @@ def check_groups(
 
 
 @numba.njit(cache=True, nogil=True)
-def merge_groups(
-    g: GraphArrays, f: FusionArrays, placement: np.ndarray, group: np.ndarray
-) -> tuple[GraphArrays, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The graph in which each (legal) group is one op, and how its indices map back.
+def _first_violation(
+    g: GraphArrays,
+    f: FusionArrays,
+    placement: np.ndarray,
+    group: np.ndarray,
+    max_ops: int,
+    violation: int,
+    where: int,
+    detail: int,
+) -> tuple[int, int, int, float]:
+    """The first rule broken, once a non-convex group (which the fast path skips) is looked for.
 
-    Merged ops are numbered in the order of their lowest member (so the lowest missing merged
-    op maps to the lowest missing op); kept tensors keep their relative order (so the first
-    missing input is the same in both graphs).
+    Group rules come before the schedule's, and a group that is not convex shows in the
+    schedule only as an event inside it or an input not ready, so it is the one to report.
+    """
+    first = check_groups(g, f, placement, group, max_ops, True)
+    if first[0] != 0:
+        return first[0], first[1], first[2], 0.0
+    return violation, where, detail, 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def group_ops(
+    g: GraphArrays, f: FusionArrays, placement: np.ndarray, group: np.ndarray, d: int
+) -> tuple[GraphArrays, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each group as one op of a graph of groups, and each copy's readers counting groups once.
+
+    The graph of groups shares the tensors of `g`; op `gid` of it consumes the group's external
+    inputs (distinct, ascending), produces its members' non-internal outputs (ascending), holds
+    their summed temp memory and lasts the group's roofline time, so that `_kernels.op_step`
+    runs a group exactly as section 7 says. A group is one reader of each copy it reads and
+    does not read its own members' outputs; otherwise the counts are `score_solution`'s.
 
     Returns:
-        (merged arrays, merged placement, op -> merged op, tensor -> merged tensor or -1 when
-        internal, merged tensor -> tensor, ops per group).
+        (graph of groups, ops per group [n_groups], consumers per copy [n_tensors * d],
+        readers of each home copy [n_tensors * d], persistent bytes per device [d]).
     """
     n_ops = group.shape[0]
     n_tensors = g.tensor_size.shape[0]
     n_groups = 0
     for op in range(n_ops):
-        n_groups = max(n_groups, group[op] + 1)
-    group_size = np.zeros(n_groups, dtype=np.int64)
-    group_op = np.full(n_groups, -1, dtype=np.int32)
-    op_map = np.empty(n_ops, dtype=np.int32)
-    n_merged = 0
+        n_groups = max(n_groups, group[_u(op)] + 1)
+    compute = np.zeros(n_groups, dtype=np.float64)
+    temp = np.zeros(n_groups, dtype=np.int64)
+    size = np.zeros(n_groups, dtype=np.int64)
     for op in range(n_ops):
         gid = group[_u(op)]
-        if gid < 0:
-            op_map[_u(op)] = n_merged
-            n_merged += 1
-            continue
-        group_size[_u(gid)] += 1
-        if group_op[_u(gid)] < 0:
-            group_op[_u(gid)] = n_merged
-            n_merged += 1
-        op_map[_u(op)] = group_op[_u(gid)]
+        if gid >= 0:
+            compute[_u(gid)] += f.op_compute_time[_u(op)]
+            temp[_u(gid)] += g.op_temp_memory[_u(op)]
+            size[_u(gid)] += 1
 
-    tensor_map = np.empty(n_tensors, dtype=np.int32)
-    n_kept = 0
+    # One pass over the edges: readers per copy, and each group's inputs and outputs, as
+    # (group, tensor) pairs in tensor order, sorted by group below (stably, so ascending).
+    n_consumers = np.zeros(n_tensors * d, dtype=np.int32)
+    readers_left = np.empty(n_tensors * d, dtype=np.int32)
+    memory = np.zeros(d, dtype=np.int64)
+    seen = np.full(n_groups, -1, dtype=np.int32)
+    read_by = np.empty(g.consumer_op.shape[0], dtype=np.int32)
+    read = np.empty(g.consumer_op.shape[0], dtype=np.int32)
+    n_read = 0
+    input_count = np.zeros(n_groups + 1, dtype=np.int64)
+    output_count = np.zeros(n_groups + 1, dtype=np.int64)
+    traffic = np.zeros(n_groups, dtype=np.int64)
+    kept = np.zeros(n_tensors, dtype=np.bool_)
     for t in range(n_tensors):
-        gid = group[_u(g.tensor_producer[_u(t)])]
-        begin, end = g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]
-        internal = gid >= 0 and end > begin and not g.tensor_persistent[_u(t)]
-        for e in range(begin, end):
-            if group[_u(g.consumer_op[_u(e)])] != gid:
-                internal = False
-                break
-        tensor_map[_u(t)] = -1 if internal else n_kept
-        n_kept += not internal
-
-    tensor_back = np.empty(n_kept, dtype=np.int32)
-    size = np.empty(n_kept, dtype=np.int64)
-    producer = np.empty(n_kept, dtype=np.int32)
-    persistent = np.empty(n_kept, dtype=np.bool_)
-    output = np.empty(n_kept, dtype=np.bool_)
-    consumer_ptr = np.zeros(n_kept + 1, dtype=np.int64)
-    input_count = np.zeros(n_merged + 1, dtype=np.int64)
-    output_count = np.zeros(n_merged + 1, dtype=np.int64)
-    stamp = np.full(n_merged, -1, dtype=np.int64)
-    for t in range(n_tensors):
-        k = tensor_map[_u(t)]
-        if k < 0:
-            continue
-        tensor_back[_u(k)] = t
-        size[_u(k)] = g.tensor_size[_u(t)]
-        source = op_map[_u(g.tensor_producer[_u(t)])]
-        producer[_u(k)] = source
-        persistent[_u(k)] = g.tensor_persistent[_u(t)]
-        output[_u(k)] = g.tensor_output[_u(t)]
-        output_count[_u(source + 1)] += 1
-        count = 0
+        producer = g.tensor_producer[_u(t)]
+        home = placement[_u(producer)]
+        own = group[_u(producer)]
+        base = t * d
+        n_transfers = 0
+        outside = 0
         for e in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
-            consumer = op_map[_u(g.consumer_op[_u(e)])]
-            if consumer != source and stamp[_u(consumer)] != k:
-                stamp[_u(consumer)] = k
-                count += 1
-                input_count[_u(consumer + 1)] += 1
-        consumer_ptr[_u(k + 1)] = consumer_ptr[_u(k)] + count
+            consumer = g.consumer_op[_u(e)]
+            gid = group[_u(consumer)]
+            if gid >= 0:
+                if gid == own or seen[_u(gid)] == t:
+                    continue
+                seen[_u(gid)] = t
+                read_by[_u(n_read)] = gid
+                read[_u(n_read)] = t
+                n_read += 1
+                input_count[_u(gid + 1)] += 1
+                traffic[_u(gid)] += g.tensor_size[_u(t)]
+            outside += 1
+            device = placement[_u(consumer)]
+            count = n_consumers[_u(base + device)]
+            n_transfers += (count == 0) & (device != home)
+            n_consumers[_u(base + device)] = count + 1
+        hidden = (
+            own >= 0
+            and outside == 0
+            and g.consumer_ptr[_u(t + 1)] > g.consumer_ptr[_u(t)]
+            and not g.tensor_persistent[_u(t)]
+        )
+        if own >= 0 and not hidden:
+            kept[_u(t)] = True
+            output_count[_u(own + 1)] += 1
+            traffic[_u(own)] += g.tensor_size[_u(t)]
+        readers_left[_u(base + home)] = n_consumers[_u(base + home)] + n_transfers
+        if g.tensor_persistent[_u(t)]:
+            memory[_u(home)] += g.tensor_size[_u(t)]
 
-    consumer_op = np.empty(consumer_ptr[n_kept], dtype=np.int32)
     input_ptr = np.cumsum(input_count)
     output_ptr = np.cumsum(output_count)
-    input_tensor = np.empty(input_ptr[n_merged], dtype=np.int32)
-    output_tensor = np.empty(n_kept, dtype=np.int32)
-    input_fill = input_ptr[:-1].copy()
-    output_fill = output_ptr[:-1].copy()
-    stamp[:] = -1
-    for k in range(n_kept):
-        t = tensor_back[_u(k)]
-        source = producer[_u(k)]
-        output_tensor[_u(output_fill[_u(source)])] = k
-        output_fill[_u(source)] += 1
-        slot = consumer_ptr[_u(k)]
-        for e in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
-            consumer = op_map[_u(g.consumer_op[_u(e)])]
-            if consumer != source and stamp[_u(consumer)] != k:
-                stamp[_u(consumer)] = k
-                consumer_op[_u(slot)] = consumer
-                slot += 1
-                input_tensor[_u(input_fill[_u(consumer)])] = k
-                input_fill[_u(consumer)] += 1
-
-    runtime = np.empty(n_merged, dtype=np.float64)
-    temp = np.zeros(n_merged, dtype=np.int64)
-    compute = np.zeros(n_merged, dtype=np.float64)
-    merged_placement = np.empty(n_merged, dtype=np.int32)
-    for op in range(n_ops):
-        k = op_map[_u(op)]
-        merged_placement[_u(k)] = placement[_u(op)]
-        temp[_u(k)] += g.op_temp_memory[_u(op)]
-        compute[_u(k)] += f.op_compute_time[_u(op)]
-        runtime[_u(k)] = g.op_runtime[_u(op)]
+    input_tensor = np.empty(n_read, dtype=np.int32)
+    output_tensor = np.empty(output_ptr[n_groups], dtype=np.int32)
+    fill = input_ptr[:-1].copy()
+    for k in range(n_read):
+        gid = read_by[_u(k)]
+        input_tensor[_u(fill[_u(gid)])] = read[_u(k)]
+        fill[_u(gid)] += 1
+    fill = output_ptr[:-1].copy()
+    for t in range(n_tensors):
+        if kept[_u(t)]:
+            own = group[_u(g.tensor_producer[_u(t)])]
+            output_tensor[_u(fill[_u(own)])] = t
+            fill[_u(own)] += 1
+    seconds = np.empty(n_groups, dtype=np.float64)
     for gid in range(n_groups):
-        k = group_op[_u(gid)]
-        if k < 0:
-            continue
-        traffic = 0
-        for e in range(input_ptr[_u(k)], input_ptr[_u(k + 1)]):
-            traffic += size[_u(input_tensor[_u(e)])]
-        for e in range(output_ptr[_u(k)], output_ptr[_u(k + 1)]):
-            traffic += size[_u(output_tensor[_u(e)])]
-        runtime[_u(k)] = max(compute[_u(k)], traffic / f.memory_bandwidth) + f.launch_overhead
-    merged = GraphArrays(
-        size,
-        producer,
-        persistent,
-        output,
-        consumer_ptr,
-        consumer_op,
+        seconds[gid] = max(compute[gid], traffic[gid] / f.memory_bandwidth) + f.launch_overhead
+    groups = GraphArrays(
+        g.tensor_size,
+        g.tensor_producer,
+        g.tensor_persistent,
+        g.tensor_output,
+        g.consumer_ptr,
+        g.consumer_op,
         input_ptr,
         input_tensor,
         output_ptr,
         output_tensor,
-        runtime,
+        seconds,
         temp,
     )
-    return merged, merged_placement, op_map, tensor_map, tensor_back, group_size
+    return groups, size, n_consumers, readers_left, memory
 
 
 @numba.njit(cache=True, nogil=True)
-def merge_order(
-    n_devices: int,
-    n_merged: int,
-    group: np.ndarray,
-    group_size: np.ndarray,
-    op_map: np.ndarray,
-    tensor_map: np.ndarray,
+def _walk(
+    g: GraphArrays,
+    m: MachineArrays,
+    placement: np.ndarray,
     order: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """The schedule in merged codes, up to the first event that breaks a rule only it can see.
+    group: np.ndarray,
+    groups: GraphArrays,
+    group_size: np.ndarray,
+    n_consumers: np.ndarray,
+    readers_left: np.ndarray,
+    memory: np.ndarray,
+    peak: np.ndarray,
+) -> tuple[int, int, int, float]:
+    """The walk of `score_fused`: `_kernels.score_solution`'s, with groups as steps.
 
-    Those rules are: a code that is no event, a repeated op, an event inside an unfinished group
-    (not contiguous), a transfer of an internal tensor (never implied) and, at the end, a
-    missing op. The merged kernel checks the rest on the events before that one.
-
-    Returns:
-        (merged codes, position in `order` of each merged event, violation, where, detail).
+    A group's first op event runs the whole group, as op `gid` of the graph of groups
+    (`group_ops`); its other op events must follow at once and do nothing more.
     """
-    n_ops = group.shape[0]
-    n_tensors = tensor_map.shape[0]
-    n_codes = n_ops + n_tensors * n_devices
-    merged = np.empty(order.shape[0], dtype=np.int64)
-    back = np.empty(order.shape[0], dtype=np.int64)
-    seen = np.zeros(n_ops, dtype=np.uint8)
+    n_ops = placement.shape[0]
+    n_tensors = g.tensor_size.shape[0]
+    d = m.n_devices
+    ready = np.full(n_tensors * d, -1.0)
+    op_done = np.zeros(n_ops, dtype=np.uint8)
+    device_free = np.zeros(d, dtype=np.float64)
+    makespan = 0.0
+    n_codes = n_ops + n_tensors * d
     open_group = -1
     left = 0
-    k = 0
     for position in range(order.shape[0]):
         code = order[_u(position)]
         if code < 0 or code >= n_codes:
-            return merged[:k], back[:k], UNKNOWN_EVENT, position, -1
+            return UNKNOWN_EVENT, position, -1, 0.0
         if code < n_ops:
-            if seen[_u(code)]:
-                return merged[:k], back[:k], OP_REPEATED, position, -1
-            seen[_u(code)] = 1
+            if op_done[_u(code)]:
+                return OP_REPEATED, position, -1, 0.0
+            op_done[_u(code)] = 1
             gid = group[_u(code)]
             if left > 0:
                 if gid != open_group:
-                    return merged[:k], back[:k], GROUP_NOT_CONTIGUOUS, position, open_group
+                    return GROUP_NOT_CONTIGUOUS, position, open_group, 0.0
                 left -= 1
                 continue
-            if gid >= 0:
+            device = placement[_u(code)]
+            if gid < 0:
+                finish, current, earliest = _kernels.op_step(
+                    g, m, code, device, ready, readers_left, device_free, memory
+                )
+                if earliest < 0.0:
+                    for e in range(g.op_input_ptr[_u(code)], g.op_input_ptr[_u(code + 1)]):
+                        t = g.op_input_tensor[_u(e)]
+                        if ready[_u(t * d + device)] < 0.0:
+                            return INPUT_NOT_AVAILABLE, position, t, 0.0
+            else:
+                finish, current, earliest = _kernels.op_step(
+                    groups, m, gid, device, ready, readers_left, device_free, memory
+                )
+                if earliest < 0.0:
+                    for e in range(groups.op_input_ptr[_u(gid)], groups.op_input_ptr[_u(gid + 1)]):
+                        t = groups.op_input_tensor[_u(e)]
+                        if ready[_u(t * d + device)] < 0.0:
+                            return INPUT_NOT_AVAILABLE, position, t, 0.0
                 open_group = gid
                 left = group_size[_u(gid)] - 1
-            merged[_u(k)] = op_map[_u(code)]
+            if current > peak[_u(device)]:
+                peak[_u(device)] = current
         else:
             if left > 0:
-                return merged[:k], back[:k], GROUP_NOT_CONTIGUOUS, position, open_group
-            t = (code - n_ops) // n_devices
-            device = code - n_ops - t * n_devices
-            kept = tensor_map[_u(t)]
-            if kept < 0:
-                return merged[:k], back[:k], TRANSFER_NOT_IMPLIED, position, -1
-            merged[_u(k)] = n_merged + kept * n_devices + device
-        back[_u(k)] = position
-        k += 1
+                return GROUP_NOT_CONTIGUOUS, position, open_group, 0.0
+            t = (code - n_ops) // d
+            device = code - n_ops - t * d
+            home = placement[_u(g.tensor_producer[_u(t)])]
+            copy = t * d + device
+            if device == home or n_consumers[_u(copy)] == 0:
+                return TRANSFER_NOT_IMPLIED, position, -1, 0.0
+            if ready[_u(copy)] >= 0.0:
+                return TRANSFER_REPEATED, position, -1, 0.0
+            if ready[_u(t * d + home)] < 0.0:
+                return TRANSFER_BEFORE_PRODUCER, position, -1, 0.0
+            finish, arrived, held = _kernels.transfer_step(
+                m, g.tensor_size[_u(t)], t, device, home, n_consumers[_u(copy)],
+                ready, readers_left, device_free, memory,
+            )  # fmt: skip
+            if arrived > peak[_u(device)]:
+                peak[_u(device)] = arrived
+            if held > peak[_u(home)]:
+                peak[_u(home)] = held
+        if finish > makespan:
+            makespan = finish
     for op in range(n_ops):
-        if not seen[_u(op)]:
-            return merged[:k], back[:k], OP_MISSING, op, -1
-    return merged[:k], back[:k], 0, -1, -1
+        if op_done[_u(op)] == 0:
+            return OP_MISSING, op, -1, 0.0
+    return 0, -1, -1, makespan
 
 
 @numba.njit(cache=True, nogil=True)
@@ -396,41 +436,32 @@ def score_fused(
     max_ops: int,
     peak: np.ndarray,
 ) -> tuple[int, int, int, float]:
-    """Scores one solution with fusion groups; the twin of `_kernels.score_solution`.
+    """Scores one solution with fusion groups; the twin of `_reference.reference_score`.
+
+    `_kernels.score_solution` with two changes: a copy's readers count a group once and not
+    its reads of its own members' outputs, and a group's first op event runs the whole group
+    (`group_ops`), its other op events following at once and doing nothing more. Group rules
+    are checked first (`check_groups`, convexity only once something else is broken).
 
     Returns:
-        (violation, where, detail, makespan) as `score_solution`, with the group rules'
-        violations (where: the group, detail: the op) between placement and schedule rules.
+        (violation, where, detail, makespan) as `_kernels.score_solution`, with the group
+        rules' violations (where: the group, detail: the op) between placement and schedule.
     """
+    n_ops = placement.shape[0]
     d = m.n_devices
     peak[:] = 0
-    for op in range(placement.shape[0]):
-        if placement[op] < 0 or placement[op] >= d:
+    for op in range(n_ops):
+        if placement[_u(op)] < 0 or placement[_u(op)] >= d:
             return PLACEMENT_OUT_OF_RANGE, op, -1, 0.0
     violation, where, detail = check_groups(g, f, placement, group, max_ops, False)
-    makespan = 0.0
-    if violation == 0:
-        merged, merged_placement, op_map, tensor_map, tensor_back, group_size = merge_groups(
-            g, f, placement, group
-        )
-        n_merged = merged_placement.shape[0]
-        codes, back, late, late_where, late_detail = merge_order(
-            d, n_merged, group, group_size, op_map, tensor_map, order
-        )
-        violation, where, detail, makespan = _kernels.score_solution(
-            merged, m, merged_placement, codes, peak
-        )
-        if violation == OP_MISSING or violation == 0:
-            violation, where, detail = late, late_where, late_detail
-        else:
-            where = back[where]
-            if violation == INPUT_NOT_AVAILABLE:
-                detail = tensor_back[detail]
     if violation != 0:
-        first = check_groups(g, f, placement, group, max_ops, True)
-        if first[0] != 0:
-            return first[0], first[1], first[2], 0.0
-        return violation, where, detail, 0.0
+        return _first_violation(g, f, placement, group, max_ops, violation, where, detail)
+    groups, group_size, n_consumers, readers_left, memory = group_ops(g, f, placement, group, d)
+    violation, where, detail, makespan = _walk(
+        g, m, placement, order, group, groups, group_size, n_consumers, readers_left, memory, peak
+    )
+    if violation != 0:
+        return _first_violation(g, f, placement, group, max_ops, violation, where, detail)
     return 0, -1, -1, makespan
 
 

@@ -142,13 +142,6 @@ def _check_fields(
             )
 
 
-def _unsupported(where: str, field: str, error: type[GraphoptError]) -> GraphoptError:
-    return error(
-        f"{where}: field '{field}' is not supported by this version of graphopt yet (docs/"
-        "format.md section 13); scoring without it would be wrong, so the input is refused"
-    )
-
-
 # ---------------------------------------------------------------------------------- graphs
 def graph_from_json(data: Any) -> Graph:
     """Validates a parsed `graphopt.graph/1` document and builds the graph.
@@ -538,8 +531,6 @@ def solution_from_json(data: Any, graph: Graph, n_devices: int | None = None) ->
     for field in ("devices", "placement", "schedule"):
         if field not in data:
             raise SolutionError(f"missing required field '{field}'")
-    if data.get("fusion"):
-        raise _unsupported("solution", "fusion", SolutionError)
     solved = data.get("graph", graph.name)
     if not isinstance(solved, str):
         raise SolutionError(f"graph must be a string, got {describe(solved)}")
@@ -580,7 +571,41 @@ def solution_from_json(data: Any, graph: Graph, n_devices: int | None = None) ->
     order = np.empty(len(schedule), dtype=np.int64)
     for position, event in enumerate(schedule):
         order[position] = _event_code(event, position, graph, d)
-    return Solution(placement=placement, order=order, n_devices=d, **extras)
+    fusion = _fusion_groups(data.get("fusion", []), graph)
+    return Solution(placement=placement, order=order, n_devices=d, fusion=fusion, **extras)
+
+
+def _fusion_groups(value: Any, graph: Graph) -> np.ndarray | None:
+    """[n_ops] group of each op from the `fusion` list of op-name lists (None when empty).
+
+    The rules that need the placement and the schedule are the scorer's (section 7); here each
+    group must name known ops, none twice, and no op may sit in two groups.
+    """
+    groups = _list(value, "fusion", SolutionError)
+    if not groups:
+        return None
+    fusion = np.full(graph.n_ops, -1, dtype=np.int32)
+    for index, names in enumerate(groups):
+        where = f"fusion[{index}]"
+        if not isinstance(names, list):
+            raise SolutionError(f"{where} must be a list of op names, got {describe(names)}")
+        if len(names) < 2:
+            raise SolutionError(f"{where} has {len(names)} op(s); a group holds at least two")
+        for name in names:
+            op = graph.op_ids.get(name) if isinstance(name, str) else None
+            if op is None:
+                raise SolutionError(
+                    f"{where}: {describe(name)} is not an op of graph '{graph.name}'"
+                )
+            if fusion[op] == index:
+                raise SolutionError(f"{where}: op '{name}' is listed twice")
+            if fusion[op] >= 0:
+                raise SolutionError(
+                    f"{where}: op '{name}' is already in fusion[{fusion[op]}]; an op is in at "
+                    "most one group"
+                )
+            fusion[op] = index
+    return fusion
 
 
 def _device_count(value: Any, field: str) -> int:
@@ -662,6 +687,10 @@ def solution_to_json(graph: Graph, solution: Solution) -> dict[str, Any]:
         },
         "schedule": schedule,
     }
+    if solution.n_groups:
+        document["fusion"] = [
+            [graph.op_names[op] for op in members] for members in solution.groups()
+        ]
     for field in ("objective", "solver", "machine"):
         if getattr(solution, field):
             document[field] = dict(getattr(solution, field))
