@@ -7,7 +7,7 @@ import heapq
 import numpy as np
 
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution, implied_transfers
+from graphopt.ir.solution import MAX_GROUP_OPS, Solution, implied_transfers
 from graphopt.solvers.random_keys import code_bits, pack
 
 
@@ -91,3 +91,74 @@ def reference_forced_live_bytes(graph: Graph) -> np.ndarray:
             ):
                 forced[j] += int(graph.tensor_size[tensor])
     return forced
+
+
+def reference_priority_fusion(
+    graph: Graph, placement: np.ndarray, priorities: np.ndarray, threshold: float
+) -> np.ndarray:
+    """`fusion.priority_groups` from the plain rules of COST_MODEL.md section 7.
+
+    Same visits and choices (ops by descending priority, ties to the lower op; each joins the
+    first legal neighbour by descending priority), but a merge is legal when the merged units
+    pass the group rules and the quotient graph (each unit one node) stays acyclic, checked by
+    contracting it and running Kahn's algorithm, with no ranks.
+
+    Returns:
+        [n_ops] int32 group of each op (-1: alone), numbered in the order of their lowest op.
+    """
+    classes = graph.op_fusion
+    place = [int(p) for p in placement]
+    unit = list(range(graph.n_ops))
+    members: dict[int, set[int]] = {op: {op} for op in range(graph.n_ops)}
+    edges = {(int(a), int(b)) for a, b in graph.edge_index.T}
+
+    def acyclic_after(a: int, b: int) -> bool:
+        merged = [b if unit[op] == a else unit[op] for op in range(graph.n_ops)]
+        arcs = {(merged[p], merged[c]) for p, c in edges if merged[p] != merged[c]}
+        nodes = set(merged)
+        waiting = {n: 0 for n in nodes}
+        for _, c in arcs:
+            waiting[c] += 1
+        ready = [n for n in nodes if waiting[n] == 0]
+        done = 0
+        while ready:
+            n = ready.pop()
+            done += 1
+            for p, c in arcs:
+                if p == n:
+                    waiting[c] -= 1
+                    if waiting[c] == 0:
+                        ready.append(c)
+        return done == len(nodes)
+
+    def legal(a: int, b: int) -> bool:
+        together = members[a] | members[b]
+        return (
+            place[a] == place[b]
+            and len(together) <= MAX_GROUP_OPS
+            and sum(int(classes[op]) == 3 for op in together) <= 1
+            and all(classes[op] != 0 for op in together)
+            and acyclic_after(a, b)
+        )
+
+    def eligible(op: int) -> bool:
+        return priorities[op] > threshold and classes[op] != 0
+
+    for v in sorted(range(graph.n_ops), key=lambda op: -priorities[op]):
+        if not eligible(v):
+            continue
+        near = {int(w) for w in graph.successors(v)} | {int(w) for w in graph.predecessors(v)}
+        near = {w for w in near if eligible(w) and place[w] == place[v] and unit[w] != unit[v]}
+        for w in sorted(near, key=lambda op: (-priorities[op], op)):
+            a, b = unit[v], unit[w]
+            if legal(a, b):
+                for op in members.pop(a):
+                    unit[op] = b
+                    members[b].add(op)
+                break
+    group = np.full(graph.n_ops, -1, dtype=np.int32)
+    ids: dict[int, int] = {}
+    for op in range(graph.n_ops):
+        if len(members[unit[op]]) >= 2:
+            group[op] = ids.setdefault(unit[op], len(ids))
+    return group
