@@ -20,6 +20,7 @@ from graphopt.ir.graph import Graph
 from graphopt.ir.solution import MAX_GROUP_OPS, Solution, topological_schedule
 from graphopt.solvers._reference import reference_priority_fusion
 from graphopt.solvers.fusion import (
+    SPACING,
     anneal_fusion,
     default_fusion,
     fused_order,
@@ -42,13 +43,15 @@ HEURISTICS = {
 }
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(
-    problems(spreads=("random", "one", "one", "one", "blocks")), st.sampled_from(sorted(HEURISTICS))
+    problems(spreads=("random", "one", "one", "one", "blocks")),
+    st.sampled_from(sorted(HEURISTICS)),
+    st.integers(0, 2**32 - 1),
 )
-def test_every_heuristic_is_legal_and_rescores_exactly(problem, name) -> None:
+def test_every_heuristic_is_legal_and_rescores_exactly(problem, name, seed) -> None:
     graph, machine, solution = problem
-    rng = np.random.default_rng(graph.n_ops)
+    rng = np.random.default_rng(seed)
     graph = with_fusion(graph, rng)
     fused = HEURISTICS[name](graph, solution, rng)
     event(f"{name}: {'groups' if fused.n_groups else 'none'}")
@@ -87,6 +90,56 @@ def test_fused_order_keeps_a_valid_order_without_groups(problem) -> None:
     assert np.array_equal(fused_order(graph, solution, None), solution.order)
     alone = np.full(graph.n_ops, -1, dtype=np.int32)
     assert np.array_equal(fused_order(graph, solution, alone), solution.order)
+
+
+def _acyclic_after(graph: Graph, unit: list[int], a: int, b: int) -> bool:
+    """Whether the quotient graph stays acyclic once units a and b are one (Kahn)."""
+    merged = [b if unit[op] == a else unit[op] for op in range(graph.n_ops)]
+    arcs = {
+        (merged[p], merged[c]) for p, c in graph.edge_index.T.tolist() if merged[p] != merged[c]
+    }
+    waiting = dict.fromkeys(merged, 0)
+    for _, c in arcs:
+        waiting[c] += 1
+    ready = [n for n, count in waiting.items() if count == 0]
+    done = 0
+    while ready:
+        n = ready.pop()
+        done += 1
+        for p, c in arcs:
+            if p == n:
+                waiting[c] -= 1
+                if waiting[c] == 0:
+                    ready.append(c)
+    return done == len(waiting)
+
+
+@settings(max_examples=400, deadline=None)
+@given(problems(spreads=("one",)), st.integers(0, 2**32 - 1), st.sampled_from([1, 3, SPACING]))
+def test_merges_keep_the_units_in_a_topological_order(problem, seed, spacing) -> None:
+    graph, _, solution = problem
+    rng = np.random.default_rng(seed)
+    graph = _annotated(graph, ["elementwise"] * graph.n_ops)
+    f = graph.fusion_arrays
+    rank_of = np.empty(graph.n_ops, dtype=np.int64)
+    rank_of[solution.order[solution.order < graph.n_ops]] = np.arange(graph.n_ops)
+    units = new_units(f, rank_of, graph.n_tensors, spacing)
+    placement = np.ascontiguousarray(solution.placement, dtype=np.int32)
+    edges = graph.edge_index.T[rng.permutation(graph.n_edges)]
+    for p, c in edges.tolist():
+        a, b = int(units.unit[p]), int(units.unit[c])
+        expected = a != b and _acyclic_after(graph, units.unit.tolist(), a, b)
+        assert try_merge(f, placement, units, p, c, MAX_GROUP_OPS) == expected
+        for producer, consumer in graph.edge_index.T.tolist():
+            x, y = units.unit[producer], units.unit[consumer]
+            assert x == y or units.rank[x] < units.rank[y]
+        reps = {int(r) for r in units.unit}
+        first = next(r for r in reps if units.before[r] < 0)
+        walk = [first]
+        while units.after[walk[-1]] >= 0:
+            walk.append(int(units.after[walk[-1]]))
+        assert set(walk) == reps and len(walk) == len(reps)
+        assert all(units.rank[v] < units.rank[w] for v, w in zip(walk, walk[1:], strict=False))
 
 
 def _annotated(graph: Graph, classes: list[str]) -> Graph:

@@ -8,10 +8,11 @@ Groups grow by merging two units (a group, or an op alone) that a tensor links, 
 what the other consumes, so every group is connected. A merge is refused when it breaks a rule of
 section 7 or when a dependency path from one unit to the other passes through a third unit: the
 quotient graph (each unit contracted to a node) would get a cycle, the "fusion would create a
-cycle" check of XLA and Inductor. To bound that search, every unit keeps a rank in a topological
-order of the quotient graph (at first the ops' positions in the given order); only units ranked
-between the two are searched, and a merge re-ranks the few units it must, as Pearce and Kelly's
-dynamic topological sort does (JEA 2006). The rank bookkeeping and GO's decoder are numba kernels;
+cycle" check of XLA and Inductor. To bound that search, the units form a linked list in a
+topological order of the quotient graph, ranked with gaps (at first the ops' order in the given
+schedule); only units ranked between the two are searched, from the smaller one, and a merge
+moves just the units that search found next to the merged unit (a one-sided variant of Pearce and
+Kelly's dynamic topological sort, JEA 2006). The bookkeeping and GO's decoder are numba kernels;
 `_reference.reference_priority_fusion` is the decoder's plain twin.
 """
 
@@ -42,10 +43,16 @@ PRIORITY_THRESHOLD = 0.5
 or a policy switches fusion off per op by pushing its priority down."""
 
 
+SPACING = 1 << 20
+"""Gap between consecutive units' ranks after (re)numbering: room for units moved between."""
+
+
 class Units(NamedTuple):
     """Fusion units being merged; a unit is named by one of its ops, its representative.
 
-    Arrays indexed by a representative hold the unit's values; the rest is scratch space.
+    Arrays indexed by a representative hold the unit's values; the rest is scratch space. The
+    units also form a doubly linked list in a topological order of the quotient graph, whose
+    ranks ascend along it with gaps, so units can move in the order without renumbering.
     """
 
     unit: np.ndarray
@@ -61,7 +68,11 @@ class Units(NamedTuple):
     contractions: np.ndarray
     """[n_ops] int64 contraction ops in each unit."""
     rank: np.ndarray
-    """[n_ops] int64 slot of each unit in a topological order of the quotient graph."""
+    """[n_ops] int64 rank of each unit, ascending along the topological order."""
+    before: np.ndarray
+    """[n_ops] int64 unit before each unit in the topological order, -1 for the first."""
+    after: np.ndarray
+    """[n_ops] int64 unit after each unit in the topological order, -1 for the last."""
     stamp: np.ndarray
     """[n_ops] int64 visit marks of units (scratch)."""
     tensor_stamp: np.ndarray
@@ -70,19 +81,30 @@ class Units(NamedTuple):
     """[1] int64 current visit mark."""
     stack: np.ndarray
     """[n_ops] int64 search stack (scratch)."""
-    ahead: np.ndarray
-    """[n_ops] int64 units found by the forward search (scratch)."""
-    behind: np.ndarray
-    """[n_ops] int64 units found by the backward search (scratch)."""
+    found: np.ndarray
+    """[n_ops] int64 units found by a search (scratch)."""
+    spacing: int
+    """Gap between consecutive ranks after (re)numbering (`SPACING`; tests narrow it)."""
 
 
 @numba.njit(cache=True)
-def new_units(f: FusionArrays, rank: np.ndarray, n_tensors: int) -> Units:
-    """Every op a unit of its own, ranked by `rank` (a topological order of the ops)."""
-    n_ops = rank.shape[0]
+def new_units(
+    f: FusionArrays, position: np.ndarray, n_tensors: int, spacing: int = SPACING
+) -> Units:
+    """Every op a unit of its own, in the order of `position` (a topological order of the ops)."""
+    n_ops = position.shape[0]
     contractions = np.zeros(n_ops, dtype=np.int64)
     for op in range(n_ops):
         contractions[op] = f.op_fusion[op] == CONTRACTION
+    rank = np.empty(n_ops, dtype=np.int64)
+    before = np.full(n_ops, -1, dtype=np.int64)
+    after = np.full(n_ops, -1, dtype=np.int64)
+    in_order = np.argsort(position)
+    for i in range(n_ops):
+        rank[in_order[i]] = i * spacing
+        if i > 0:
+            before[in_order[i]] = in_order[i - 1]
+            after[in_order[i - 1]] = in_order[i]
     return Units(
         np.arange(n_ops),
         np.arange(n_ops),
@@ -90,26 +112,26 @@ def new_units(f: FusionArrays, rank: np.ndarray, n_tensors: int) -> Units:
         np.full(n_ops, -1, dtype=np.int64),
         np.ones(n_ops, dtype=np.int64),
         contractions,
-        rank.astype(np.int64),
+        rank,
+        before,
+        after,
         np.zeros(n_ops, dtype=np.int64),
         np.zeros(n_tensors, dtype=np.int64),
         np.zeros(1, dtype=np.int64),
         np.empty(n_ops, dtype=np.int64),
         np.empty(n_ops, dtype=np.int64),
-        np.empty(n_ops, dtype=np.int64),
+        spacing,
     )
 
 
 @numba.njit(cache=True)
-def _search(
-    u: Units, ptr: np.ndarray, near: np.ndarray, start: int, target: int, out: np.ndarray
-) -> int:
+def _search(u: Units, ptr: np.ndarray, near: np.ndarray, start: int, target: int) -> int:
     """Units reached from `start` through `near` ranked strictly between start and target.
 
-    Returns how many were written to `out`, or -1 when one of them links to `target` (a path
-    from start to target through a third unit: merging the two would make a cycle).
+    Returns how many were written to `u.found`, or -1 when one of them links to `target` (a
+    path from start to target through a third unit: merging the two would make a cycle).
     """
-    rank, unit, stamp, stack = u.rank, u.unit, u.stamp, u.stack
+    rank, unit, stamp, stack, found = u.rank, u.unit, u.stamp, u.stack, u.found
     head, next_member = u.head, u.next_member
     lo = min(rank[start], rank[target])
     hi = max(rank[start], rank[target])
@@ -117,7 +139,7 @@ def _search(
     mark = u.epoch[0]
     stack[0] = start
     top = 1
-    found = 0
+    n_found = 0
     while top > 0:
         top -= 1
         v = stack[top]
@@ -132,44 +154,54 @@ def _search(
                 if rank[w] <= lo or rank[w] >= hi or stamp[w] == mark:
                     continue
                 stamp[w] = mark
-                out[found] = w
-                found += 1
+                found[n_found] = w
+                n_found += 1
                 stack[top] = w
                 top += 1
             m = next_member[m]
-    return found
+    return n_found
 
 
 @numba.njit(cache=True)
-def _rerank(u: Units, x: int, y: int, n_behind: int, n_ahead: int) -> int:
-    """Re-ranks the units found between x and y when they merge; returns the merged unit's rank.
+def _unlink(u: Units, v: int) -> None:
+    """Takes unit v out of the topological order."""
+    if u.before[v] >= 0:
+        u.after[u.before[v]] = u.after[v]
+    if u.after[v] >= 0:
+        u.before[u.after[v]] = u.before[v]
+    u.before[v] = u.after[v] = -1
 
-    The slots of x, y and the units found (`u.behind`: y's ancestors, `u.ahead`: x's
-    descendants, all ranked between) go, in ascending order, to y's ancestors by old rank, the
-    merged unit, then x's descendants by old rank (Pearce and Kelly). Sorts in place by the key
-    rank * n_ops + unit, without allocating.
+
+@numba.njit(cache=True)
+def _insert(u: Units, chain: np.ndarray, left: int, right: int) -> None:
+    """Puts the units of `chain` (unlinked), in turn, between neighbours `left` and `right`.
+
+    Either neighbour may be -1 (the start or the end of the order). Ranks are spread over the
+    gap between theirs; when it is too narrow, every unit is ranked anew.
     """
-    n = u.unit.shape[0]
-    for found, count in ((u.behind, n_behind), (u.ahead, n_ahead)):
-        for i in range(count):
-            found[i] = u.rank[found[i]] * n + found[i]
-        found[:count].sort()
-    slots = u.stack
-    slots[0] = u.rank[x]
-    i = j = 0
-    for k in range(1, n_behind + n_ahead + 1):
-        if j >= n_ahead or (i < n_behind and u.behind[i] < u.ahead[j]):
-            slots[k] = u.behind[i] // n
-            i += 1
-        else:
-            slots[k] = u.ahead[j] // n
-            j += 1
-    slots[n_behind + n_ahead + 1] = u.rank[y]
-    for i in range(n_behind):
-        u.rank[u.behind[i] % n] = slots[i]
-    for i in range(n_ahead):
-        u.rank[u.ahead[i] % n] = slots[n_behind + 1 + i]
-    return slots[n_behind]
+    k = chain.shape[0]
+    for i in range(k):
+        u.before[chain[i]] = left if i == 0 else chain[i - 1]
+        u.after[chain[i]] = right if i == k - 1 else chain[i + 1]
+    if left >= 0:
+        u.after[left] = chain[0]
+    if right >= 0:
+        u.before[right] = chain[k - 1]
+    lo = u.rank[left] if left >= 0 else u.rank[right] - (k + 1) * u.spacing
+    hi = u.rank[right] if right >= 0 else lo + (k + 1) * u.spacing
+    if hi - lo > k:
+        step = (hi - lo) // (k + 1)
+        for i in range(k):
+            u.rank[chain[i]] = lo + (i + 1) * step
+        return
+    v = chain[0]
+    while u.before[v] >= 0:
+        v = u.before[v]
+    i = 0
+    while v >= 0:
+        u.rank[v] = i * u.spacing
+        i += 1
+        v = u.after[v]
 
 
 @numba.njit(cache=True)
@@ -191,29 +223,39 @@ def try_merge(
     if (u.size[a] == 1 and f.op_fusion[a] == 0) or (u.size[b] == 1 and f.op_fusion[b] == 0):
         return False
     x, y = (a, b) if u.rank[a] < u.rank[b] else (b, a)
-    # Either search finds a cycle; the one from the smaller unit (fewer edges to scan) runs
-    # first, and the other only when the first finds units the merged one must be ranked among.
-    # When nothing between them depends on x, the merged unit takes y's slot; when y depends on
-    # nothing between them, x's; otherwise Pearce-Kelly re-ranks the units found.
-    if u.size[x] <= u.size[y]:
-        n_ahead = _search(u, f.op_successor_ptr, f.op_successor, x, y, u.ahead)
-        if n_ahead < 0:
-            return False
-        if n_ahead == 0:
-            merged_rank = u.rank[y]
-        else:
-            n_behind = _search(u, f.op_predecessor_ptr, f.op_predecessor, y, x, u.behind)
-            merged_rank = u.rank[x] if n_behind == 0 else _rerank(u, x, y, n_behind, n_ahead)
+    # Search from the smaller unit (fewer edges to scan): x's descendants ranked before y, or
+    # y's ancestors ranked after x. Either search finds a cycle. Without one, the merged unit
+    # takes y's place and x's descendants found move right after it (they depend on nothing
+    # else ranked after x that y does not precede), or it takes x's place and y's ancestors
+    # found move right before it.
+    forward = u.size[x] <= u.size[y]
+    if forward:
+        n_found = _search(u, f.op_successor_ptr, f.op_successor, x, y)
     else:
-        n_behind = _search(u, f.op_predecessor_ptr, f.op_predecessor, y, x, u.behind)
-        if n_behind < 0:
-            return False
-        if n_behind == 0:
-            merged_rank = u.rank[x]
-        else:
-            n_ahead = _search(u, f.op_successor_ptr, f.op_successor, x, y, u.ahead)
-            merged_rank = u.rank[y] if n_ahead == 0 else _rerank(u, x, y, n_behind, n_ahead)
+        n_found = _search(u, f.op_predecessor_ptr, f.op_predecessor, y, x)
+    if n_found < 0:
+        return False
     keep, gone = (a, b) if u.size[a] >= u.size[b] else (b, a)
+    place, other = (y, x) if forward else (x, y)
+    found = u.found[:n_found]
+    found = found[np.argsort(u.rank[found])]
+    for v in found:
+        _unlink(u, v)
+    _unlink(u, other)
+    left, right = u.before[place], u.after[place]
+    rank = u.rank[place]
+    _unlink(u, place)
+    u.rank[keep] = rank
+    u.before[keep], u.after[keep] = left, right
+    if left >= 0:
+        u.after[left] = keep
+    if right >= 0:
+        u.before[right] = keep
+    if n_found > 0:
+        if forward:
+            _insert(u, found, keep, u.after[keep])
+        else:
+            _insert(u, found, u.before[keep], keep)
     m = u.head[gone]
     while m >= 0:
         u.unit[m] = keep
@@ -222,7 +264,6 @@ def try_merge(
     u.tail[keep] = u.tail[gone]
     u.size[keep] += u.size[gone]
     u.contractions[keep] += u.contractions[gone]
-    u.rank[keep] = merged_rank
     return True
 
 
@@ -283,6 +324,56 @@ def group_ids(u: Units) -> np.ndarray:
             n_groups += 1
         ids[op] = by_unit[rep]
     return ids
+
+
+@numba.njit(cache=True)
+def pair_savings(
+    g: GraphArrays, f: FusionArrays, u: Units, pairs: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes of traffic and seconds each pair of units saves by merging (`unit_cost`).
+
+    Args:
+        g: the graph's arrays.
+        f: its fusion arrays.
+        u: the units.
+        pairs: [k, 2] ops, one of each unit.
+
+    Returns:
+        ([k] int64 bytes saved, [k] float64 seconds saved); 0 for a pair already in one unit.
+    """
+    saved_bytes = np.zeros(pairs.shape[0], dtype=np.int64)
+    saved_seconds = np.zeros(pairs.shape[0], dtype=np.float64)
+    for i in range(pairs.shape[0]):
+        a, b = pairs[i, 0], pairs[i, 1]
+        if u.unit[a] == u.unit[b]:
+            continue
+        bytes_a, seconds_a = unit_cost(g, f, u, a, -1)
+        bytes_b, seconds_b = unit_cost(g, f, u, b, -1)
+        bytes_ab, seconds_ab = unit_cost(g, f, u, a, b)
+        saved_bytes[i] = bytes_a + bytes_b - bytes_ab
+        saved_seconds[i] = seconds_a + seconds_b - seconds_ab
+    return saved_bytes, saved_seconds
+
+
+@numba.njit(cache=True)
+def merge_round(
+    f: FusionArrays, placement: np.ndarray, u: Units, pairs: np.ndarray, max_ops: int
+) -> int:
+    """Merges the pairs in turn, each when legal and neither unit merged earlier in the round.
+
+    Returns:
+        The number of merges.
+    """
+    touched = np.zeros(u.unit.shape[0], dtype=np.bool_)
+    merged = 0
+    for i in range(pairs.shape[0]):
+        a, b = u.unit[pairs[i, 0]], u.unit[pairs[i, 1]]
+        if touched[a] or touched[b]:
+            continue
+        if try_merge(f, placement, u, a, b, max_ops):
+            touched[a] = touched[b] = True
+            merged += 1
+    return merged
 
 
 @numba.njit(cache=True)
@@ -662,23 +753,22 @@ def _time_greedy(graph: Graph, placement: np.ndarray, units: Units) -> None:
     g, f = graph.arrays, graph.fusion_arrays
     version = np.zeros(graph.n_ops, dtype=np.int64)
 
-    def entry(p: int, c: int) -> tuple[float, int, int, int, int] | None:
-        a, b = int(units.unit[p]), int(units.unit[c])
-        if a == b:
-            return None
-        saved = unit_cost(g, f, units, a, -1)[1] + unit_cost(g, f, units, b, -1)[1]
-        saved -= unit_cost(g, f, units, a, b)[1]
-        if not saved > 0:
-            return None
-        return -saved, p, c, int(version[a]), int(version[b])
+    def scored(pairs: np.ndarray) -> list[tuple[float, int, int, int, int]]:
+        """Heap entries of the pairs that save time: (-seconds, producer, consumer, versions)."""
+        _, seconds = pair_savings(g, f, units, pairs)
+        return [
+            (-float(s), int(p), int(c), int(version[units.unit[p]]), int(version[units.unit[c]]))
+            for s, (p, c) in zip(seconds, pairs, strict=True)
+            if s > 0
+        ]
 
-    heap = [e for p, c in _linked_pairs(graph, placement, units) if (e := entry(int(p), int(c)))]
+    heap = scored(_linked_pairs(graph, placement, units))
     heapq.heapify(heap)
     while heap:
         _, p, c, va, vb = heapq.heappop(heap)
         a, b = int(units.unit[p]), int(units.unit[c])
         if (version[a], version[b]) != (va, vb):
-            if (fresh := entry(p, c)) is not None:
+            for fresh in scored(np.array([[p, c]], dtype=np.int64)):
                 heapq.heappush(heap, fresh)
             continue
         if try_merge(f, placement, units, p, c, MAX_GROUP_OPS):
@@ -704,28 +794,16 @@ def greedy_fusion(graph: Graph, solution: Solution, rounds: int = 10) -> Solutio
     placement = np.ascontiguousarray(solution.placement, dtype=np.int32)
     g, f = graph.arrays, graph.fusion_arrays
     for _ in range(rounds):
-        scored = []
-        seen = set()
-        for p, c in _linked_pairs(graph, placement, units):
-            a, b = int(units.unit[p]), int(units.unit[c])
-            key = (min(a, b), max(a, b))
-            if key in seen:
-                continue
-            seen.add(key)
-            saved = unit_cost(g, f, units, a, -1)[0] + unit_cost(g, f, units, b, -1)[0]
-            saved -= unit_cost(g, f, units, a, b)[0]
-            if saved > 0:
-                scored.append((-saved, int(p), int(c)))
-        touched: set[int] = set()
-        merged = False
-        for _, p, c in sorted(scored):
-            a, b = int(units.unit[p]), int(units.unit[c])
-            if a in touched or b in touched:
-                continue
-            if try_merge(f, placement, units, p, c, MAX_GROUP_OPS):
-                touched.update((a, b))
-                merged = True
-        if not merged:
+        pairs = _linked_pairs(graph, placement, units)
+        # One candidate per pair of units: its first linking edge.
+        ends = np.sort(units.unit[pairs], axis=1)
+        _, first = np.unique(ends, axis=0, return_index=True)
+        pairs = pairs[np.sort(first)]
+        saved, _ = pair_savings(g, f, units, pairs)
+        pairs = pairs[saved > 0]
+        saved = saved[saved > 0]
+        ranked = pairs[np.lexsort((pairs[:, 1], pairs[:, 0], -saved))]
+        if not merge_round(f, placement, units, ranked, MAX_GROUP_OPS):
             break
     return _result(graph, solution, group_ids(units), "greedy")
 
