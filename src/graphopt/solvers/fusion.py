@@ -866,9 +866,7 @@ def anneal_fusion(
 
     energy_now = best_energy = energy(value, excess)
     hot, cold = 0.05, 0.0005
-    for step in range(1, evaluations):
-        if graph.n_ops == 0:
-            break
+    for step in range(1, evaluations):  # graph.n_ops > 0: some op has a fusion class
         temperature = hot * (cold / hot) ** (step / max(evaluations - 1, 1))
         candidate = current.copy()
         changed = rng.choice(
