@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -220,3 +221,45 @@ def test_bench_and_solvers_list_names() -> None:
     assert result.exit_code == 2 and "unknown solver 'nope'" in result.stderr
     result = invoke("bench", "no-such-suite")
     assert result.exit_code == 2 and "unknown suite 'no-such-suite'" in result.stderr
+
+
+@pytest.mark.parametrize("policy", ["default", "xla-priority", "greedy", "anneal"])
+def test_optimize_fusion_writes_fused_solutions_that_score_reproduces(tmp_path, policy) -> None:
+    path, out = tmp_path / "g.json", tmp_path / "s.json"
+    write_graph(generate("layered", 120, seed=4, fusion=True), path)
+    result = invoke(
+        "optimize", str(path), "--devices", "1", "--objective", "makespan", "--budget", "300",
+        "--fusion", policy, "-o", str(out), "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["fusion_groups"] > 0 and summary["value"] >= summary["lower_bound"]
+    scored = json.loads(invoke("score", str(path), str(out), "--json").stdout)
+    assert scored["claims_agree"] and scored["fusion_groups"] == summary["fusion_groups"]
+    assert any(note.startswith(f"fusion {policy}:") for note in summary["notes"])
+
+
+def test_optimize_fusion_on_a_graph_without_classes_says_so_and_fuses_nothing(tmp_path) -> None:
+    path, out = tmp_path / "g.json", tmp_path / "s.json"
+    write_graph(generate("layered", 40, seed=4), path)
+    result = invoke("optimize", str(path), "--budget", "100", "--fusion", "greedy", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "no op of graph 'layered_n40_s4' has a fusion class" in result.stderr
+    assert "fusion" not in json.loads(out.read_text())
+
+
+def test_optimize_fusion_refuses_an_unknown_policy_and_a_graph_without_kernel(tmp_path) -> None:
+    path, out = tmp_path / "g.json", tmp_path / "s.json"
+    fused = generate("layered", 40, seed=4, fusion=True)
+    write_graph(fused, path)
+    result = invoke("optimize", str(path), "--budget", "100", "--fusion", "all", "-o", str(out))
+    assert result.exit_code == 2 and "unknown fusion policy 'all'" in result.stderr
+    write_graph(_without_kernel(fused), path)
+    result = invoke("optimize", str(path), "--budget", "100", "--fusion", "greedy", "-o", str(out))
+    assert result.exit_code == 2 and "has no 'kernel' field" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def _without_kernel(graph):
+    attrs = {key: value for key, value in graph.attrs.items() if key != "kernel"}
+    return dataclasses.replace(graph, attrs=attrs)

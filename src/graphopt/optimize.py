@@ -11,8 +11,13 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Budget, Objective, Problem, Progress, Result, SolverError
-from graphopt.solvers.bounds import op_step_memory
+from graphopt.solvers.bounds import (
+    fused_makespan_lower_bound,
+    fused_peak_memory_lower_bound,
+    op_step_memory,
+)
 from graphopt.solvers.candidates import CandidateSampler
+from graphopt.solvers.fusion import FUSION_POLICIES, apply_fusion
 from graphopt.solvers.registry import make_solver
 
 DEFAULT_SECONDS = 10.0
@@ -21,6 +26,12 @@ DEFAULT_SECONDS = 10.0
 Real models need more than REGAL's 5,000 evaluations (paper 001 section 4.2): on real graphs of
 a few hundred ops, 10 s reach bounds that 5,000 evaluations do not (`graphopt bench zoo-real`).
 Pass evaluations for runs that repeat exactly with a seed."""
+
+FUSION_CHOICES = (*FUSION_POLICIES, "search")
+"""`optimize(fusion=...)`: a policy applied after the search, or "search" to search fusion."""
+
+FUSION_SEARCHERS = ("brkga", "brkga-tuned", "auto")
+"""Solvers whose search covers fusion groups when the problem may fuse (`Problem.fusion`)."""
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -81,6 +92,7 @@ def optimize(
     progress: Progress | None = None,
     policy: str | None = None,
     candidates: int = 0,
+    fusion: str = "none",
 ) -> OptimizeResult:
     """Optimizes placement and schedule of `graph` on `machine` for `objective`.
 
@@ -99,6 +111,11 @@ def optimize(
             instead of the shipped one.
         candidates: also return the best `candidates` distinct schedules (K) of a solver that
             samples many (gflownet); 0: only the best.
+        fusion: "search" to search fusion groups with placement and order (the random-key
+            solvers, BRKGA and `auto`, gain one fusion priority per op), or a policy of
+            `solvers.fusion.FUSION_POLICIES` that then fuses ops on the best placement and
+            order found ("none": no fusion). With fusion the bound is one that fusion cannot
+            beat (`bounds.fused_*`).
 
     Raises:
         SolverError: unknown solver or objective, bad budget, bad pins, a policy for a
@@ -108,7 +125,18 @@ def optimize(
     if evaluations is None and seconds is None:
         seconds = DEFAULT_SECONDS
     budget = Budget(evaluations=evaluations, seconds=seconds)
-    problem = Problem(graph, machine, objective, pins_from_names(graph, pins or {}))
+    if fusion not in FUSION_CHOICES:
+        raise SolverError(
+            f"unknown fusion policy {fusion!r}; valid policies: {', '.join(FUSION_CHOICES)}"
+        )
+    classes = bool(graph.op_fusion.any())
+    problem = Problem(
+        graph,
+        machine,
+        objective,
+        pins_from_names(graph, pins or {}),
+        fusion=fusion == "search" and classes,
+    )
     chosen = make_solver(solver, policy)
     if candidates < 0:
         raise SolverError(f"candidates (top K) must be >= 1, or 0 for none, got {candidates}")
@@ -122,7 +150,22 @@ def optimize(
             f"top-K needs K <= the {chosen.max_candidates()} schedules {solver} samples, "
             f"got K = {candidates}"
         )
-    result = _with_bounds(problem, chosen.solve(problem, budget, seed, initial, progress))
+    solved = chosen.solve(problem, budget, seed, initial, progress)
+    if fusion != "none" and not classes:
+        solved = _noted(
+            solved,
+            f"--fusion {fusion}: no op of graph '{graph.name}' has a fusion class (op field "
+            "'fusion'), so nothing was fused; graphs that graphopt imports carry them",
+        )
+    elif fusion == "search" and not solved.solution.n_groups:
+        solved = _noted(
+            solved,
+            f"--fusion search: the best solution fuses no ops (the solvers that search fusion "
+            f"are {', '.join(FUSION_SEARCHERS)})",
+        )
+    elif fusion not in ("none", "search"):
+        solved = _fused(problem, solved, fusion, evaluations, seed)
+    result = _with_bounds(problem, solved)
     if candidates:
         record = dict(result.solution.solver)
         kept = [
@@ -131,6 +174,57 @@ def optimize(
         ]
         result = replace(result, candidates=tuple(kept))
     return result
+
+
+def _fused(
+    problem: Problem, result: Result, policy: str, evaluations: int | None, seed: int
+) -> Result:
+    """`result` with its solution fused by `policy` and re-scored.
+
+    `_with_bounds` then quotes a bound that holds with fusion.
+    """
+    graph, machine = problem.graph, problem.machine
+    record = dict(result.solution.solver)
+    notes = list(record.get("notes", []))
+    before = result.score
+    fused = apply_fusion(
+        policy, graph, machine, result.solution, problem.objective, evaluations or 1000, seed
+    )
+    score = problem.scorer.score(fused)
+    notes.append(
+        f"fusion {policy}: {fused.n_groups:,} groups of "
+        f"{int((fused.fusion >= 0).sum()) if fused.fusion is not None else 0:,} ops; makespan "
+        f"{before.makespan:.6g} -> {score.makespan:.6g} s, peak memory "
+        f"{before.peak_memory:,} -> {score.peak_memory:,} bytes"
+    )
+    value = score.makespan if problem.objective is Objective.MAKESPAN else score.peak_memory
+    solution = replace(
+        fused,
+        objective={"peak_memory": score.peak_memory, "makespan": score.makespan},
+        solver={**record, "fusion": policy, "notes": notes},
+    )
+    return replace(
+        result,
+        solution=solution,
+        score=score,
+        value=float(value),
+        feasible=score.feasible,
+        status=(
+            result.status
+            if result.status == "interrupted"
+            else "feasible"
+            if score.feasible
+            else "over-capacity"
+        ),
+        lower_bound=None,
+    )
+
+
+def _noted(result: Result, note: str) -> Result:
+    """`result` with one more note in its solution's solver record."""
+    record = dict(result.solution.solver)
+    record["notes"] = [*record.get("notes", []), note]
+    return replace(result, solution=replace(result.solution, solver=record))
 
 
 def _claimed(problem: Problem, solution: Solution, record: dict[str, object]) -> Solution:
@@ -145,13 +239,23 @@ def _claimed(problem: Problem, solution: Solution, record: dict[str, object]) ->
 
 
 def _with_bounds(problem: Problem, result: Result) -> OptimizeResult:
-    """`result` with its bound, gap, excess over the capacity and infeasibility proof."""
+    """`result` with its bound, gap, excess over the capacity and infeasibility proof.
+
+    A fused solution comes with its own bound (`_fused`), since fusion can beat the others.
+    """
     bound: float = (
         problem.peak_memory_bound
         if problem.objective is Objective.PEAK_MEMORY
         else problem.lower_bound
     )
-    if result.lower_bound is not None:
+    if result.solution.n_groups and not problem.fusion:
+        n_devices = problem.machine.n_devices
+        bound = (
+            fused_makespan_lower_bound(problem.graph, n_devices)
+            if problem.objective is Objective.MAKESPAN
+            else float(fused_peak_memory_lower_bound(problem.graph, n_devices))
+        )
+    elif result.lower_bound is not None:
         bound = max(bound, result.lower_bound)
     excess, proof = 0, None
     capacity = problem.machine.capacity

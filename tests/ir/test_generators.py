@@ -302,6 +302,25 @@ def test_persistent_sources_marks_exactly_the_sources_outputs(family: str) -> No
     assert not generate(family, 200, seed=3).tensor_persistent.any()
 
 
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_fusion_fields_keep_the_graph_and_time_ops_by_the_roofline(family: str) -> None:
+    plain = generate(family, 300, seed=5)
+    fused = generate(family, 300, seed=5, fusion=True)
+    np.testing.assert_array_equal(fused.tensor_size, plain.tensor_size)
+    np.testing.assert_array_equal(fused.consumer_op, plain.consumer_op)
+    np.testing.assert_array_equal(fused.op_compute_time, plain.op_runtime)
+    bandwidth, launch = fused.kernel
+    traffic = fused.tensor_size + np.array(
+        [fused.tensor_size[fused.inputs(op)].sum() for op in range(fused.n_ops)]
+    )
+    np.testing.assert_allclose(
+        fused.op_runtime, np.maximum(fused.op_compute_time, traffic / bandwidth) + launch
+    )
+    shares = np.bincount(fused.op_fusion, minlength=4) / fused.n_ops
+    np.testing.assert_allclose(shares, [0.2, 0.5, 0.15, 0.15], atol=0.08)
+    assert fused.attrs["params"]["fusion"] and plain.kernel is None and not plain.op_fusion.any()
+
+
 # ------------------------------------------------------------------------------- augment
 def test_augment_keeps_topology_and_scales_each_size() -> None:
     graph = stochastic_block(200, seed=0)
@@ -355,6 +374,7 @@ def test_augment_factor_range() -> None:
         (lambda: watts_strogatz(6, k=6), r"watts_strogatz: k must be even and < n, got k=6, n=6"),
         (lambda: watts_strogatz(10, k=-2), r"watts_strogatz: k must be an integer >= 0, got k=-2"),
         (lambda: watts_strogatz(10, beta=1.5), r"watts_strogatz: beta must be .* in \[0.0, 1.0\]"),
+        (lambda: layered(10, fusion="yes"), r"layered: fusion must be a bool, got 'yes'"),
         (lambda: barabasi_albert(10, m=0), r"barabasi_albert: m must be >= 1 and < n, got m=0"),
         (lambda: barabasi_albert(10, m=10), r"barabasi_albert: m must be >= 1 and < n, got m=10"),
         (lambda: barabasi_albert(1, m=1), r"barabasi_albert: n must be an integer >= 2, got n=1"),

@@ -280,7 +280,7 @@ FUNCTIONS = {
 def test_no_kernel_is_refused_and_no_classes_leave_the_solution_unfused(name: str) -> None:
     plain, graph, solution = _fusable_problem(1)
     classes_only = plain.with_op_attrs(graph.op_attrs)
-    with pytest.raises(SolutionError, match=r"graph 'random': no 'kernel' field"):
+    with pytest.raises(SolutionError, match=r"graph 'random' has no 'kernel' field"):
         FUNCTIONS[name](classes_only, solution)
     unfused = FUNCTIONS[name](plain, solution)
     assert unfused.fusion is None

@@ -195,6 +195,14 @@ def optimize(
             "(repeatable; seeded by --seed)."
         ),
     ] = None,
+    fusion: Annotated[
+        str,
+        typer.Option(
+            help="Fuse ops: search (with placement and order: brkga, brkga-tuned, auto), or "
+            "after the search, on its best placement and order: default (XLA-like), "
+            "xla-priority, greedy (Inductor-like), anneal (over fusion priorities); or none."
+        ),
+    ] = "none",
     as_json: JsonFlag = False,
 ) -> None:
     """Find a placement and schedule; write the best solution and print a summary.
@@ -242,6 +250,7 @@ def optimize(
                 progress,
                 policy,
                 top_k if candidates is not None else 0,
+                fusion,
             )
         except KeyboardInterrupt:
             typer.echo("error: interrupted before any solution was found", err=True)
@@ -265,6 +274,7 @@ def optimize(
         "feasible": result.feasible,
         "evaluations": result.evaluations,
         "seconds": result.seconds,
+        "fusion_groups": solution.n_groups,
         **result.score.to_json(),
         "notes": list(solution.solver.get("notes", [])),
         "output": str(output),
@@ -281,6 +291,8 @@ def optimize(
         table.add_row("status", result.status)
         table.add_row("peak memory (bytes)", f"{result.score.peak_memory:,}")
         table.add_row("makespan (s)", f"{result.score.makespan:.9g}")
+        if solution.n_groups:
+            table.add_row("fusion groups", f"{solution.n_groups:,} ({fusion})")
         table.add_row("evaluations", f"{result.evaluations:,}")
         table.add_row("seconds", f"{result.seconds:.3f}")
         table.add_row("written to", str(output))

@@ -12,10 +12,11 @@ running the plain kernel on it (2.8x the time without groups: building the merge
 more than the walk), and a step function walking the members' own edges (2.6x: numba does not
 inline it well). The twin is `_reference.py`, which walks the groups literally.
 
-The rules are checked group by group in the order section 7 lists them. The one that needs a
-search of the graph, convexity, is implied by the others once the schedule is valid (a path that
-leaves a group and comes back puts an event between two of its members), so the fast path skips
-it and only looks for it after finding some other violation, to name the first rule broken.
+The rules are reported group by group in the order section 7 lists them (`check_groups`). The
+fast path only notes, on its way, whether some group breaks one; the one that needs a search of
+the graph, convexity, it skips, since a valid schedule implies it (a path that leaves a group and
+comes back puts an event between two of its members). After any violation `check_groups` runs
+in full, convexity included, to name the first rule broken.
 """
 
 from __future__ import annotations
@@ -202,10 +203,10 @@ def _first_violation(
     where: int,
     detail: int,
 ) -> tuple[int, int, int, float]:
-    """The first rule broken, once a non-convex group (which the fast path skips) is looked for.
+    """The first rule broken: `check_groups`'s, convexity included, else the walk's.
 
-    Group rules come before the schedule's, and a group that is not convex shows in the
-    schedule only as an event inside it or an input not ready, so it is the one to report.
+    The fast path only sees that some group rule is broken, or finds a schedule violation,
+    which a non-convex group (never looked for there) may cause; group rules come first.
     """
     first = check_groups(g, f, placement, group, max_ops, True)
     if first[0] != 0:
@@ -215,8 +216,8 @@ def _first_violation(
 
 @numba.njit(cache=True, nogil=True)
 def group_ops(
-    g: GraphArrays, f: FusionArrays, placement: np.ndarray, group: np.ndarray, d: int
-) -> tuple[GraphArrays, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    g: GraphArrays, f: FusionArrays, placement: np.ndarray, group: np.ndarray, d: int, max_ops: int
+) -> tuple[bool, GraphArrays, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each group as one op of a graph of groups, and each copy's readers counting groups once.
 
     The graph of groups shares the tensors of `g`; op `gid` of it consumes the group's external
@@ -225,9 +226,13 @@ def group_ops(
     runs a group exactly as section 7 says. A group is one reader of each copy it reads and
     does not read its own members' outputs; otherwise the counts are `score_solution`'s.
 
+    On the way it sees whether a group breaks a rule of section 7 other than convexity (which a
+    valid schedule implies); `check_groups` then says which rule and group come first.
+
     Returns:
-        (graph of groups, ops per group [n_groups], consumers per copy [n_tensors * d],
-        readers of each home copy [n_tensors * d], persistent bytes per device [d]).
+        (whether a group breaks a rule, graph of groups, ops per group [n_groups], consumers
+        per copy [n_tensors * d], readers of each home copy [n_tensors * d], persistent bytes
+        per device [d]).
     """
     n_ops = group.shape[0]
     n_tensors = g.tensor_size.shape[0]
@@ -237,12 +242,23 @@ def group_ops(
     compute = np.zeros(n_groups, dtype=np.float64)
     temp = np.zeros(n_groups, dtype=np.int64)
     size = np.zeros(n_groups, dtype=np.int64)
+    first = np.full(n_groups, -1, dtype=np.int64)
+    contractions = np.zeros(n_groups, dtype=np.int64)
+    broken = False
     for op in range(n_ops):
         gid = group[_u(op)]
         if gid >= 0:
             compute[_u(gid)] += f.op_compute_time[_u(op)]
             temp[_u(gid)] += g.op_temp_memory[_u(op)]
             size[_u(gid)] += 1
+            contractions[_u(gid)] += f.op_fusion[_u(op)] == CONTRACTION
+            if first[_u(gid)] < 0:
+                first[_u(gid)] = op
+            lead = first[_u(gid)]
+            broken |= f.op_fusion[_u(op)] == 0 or placement[_u(op)] != placement[_u(lead)]
+    for gid in range(n_groups):
+        broken |= size[gid] == 1 or size[gid] > max_ops or contractions[gid] > 1
+    parent = np.arange(n_ops)
 
     # One pass over the edges: readers per copy, and each group's inputs and outputs, as
     # (group, tensor) pairs in tensor order, sorted by group below (stably, so ascending).
@@ -268,7 +284,12 @@ def group_ops(
             consumer = g.consumer_op[_u(e)]
             gid = group[_u(consumer)]
             if gid >= 0:
-                if gid == own or seen[_u(gid)] == t:
+                if gid == own:
+                    a = _root(parent, producer)
+                    b = _root(parent, consumer)
+                    parent[max(a, b)] = min(a, b)
+                    continue
+                if seen[_u(gid)] == t:
                     continue
                 seen[_u(gid)] = t
                 read_by[_u(n_read)] = gid
@@ -295,6 +316,10 @@ def group_ops(
         if g.tensor_persistent[_u(t)]:
             memory[_u(home)] += g.tensor_size[_u(t)]
 
+    for op in range(n_ops):
+        gid = group[_u(op)]
+        if gid >= 0 and _root(parent, op) != _root(parent, first[_u(gid)]):
+            broken = True
     input_ptr = np.cumsum(input_count)
     output_ptr = np.cumsum(output_count)
     input_tensor = np.empty(n_read, dtype=np.int32)
@@ -327,7 +352,7 @@ def group_ops(
         seconds,
         temp,
     )
-    return groups, size, n_consumers, readers_left, memory
+    return broken, groups, size, n_consumers, readers_left, memory
 
 
 @numba.njit(cache=True, nogil=True)
@@ -453,10 +478,11 @@ def score_fused(
     for op in range(n_ops):
         if placement[_u(op)] < 0 or placement[_u(op)] >= d:
             return PLACEMENT_OUT_OF_RANGE, op, -1, 0.0
-    violation, where, detail = check_groups(g, f, placement, group, max_ops, False)
-    if violation != 0:
-        return _first_violation(g, f, placement, group, max_ops, violation, where, detail)
-    groups, group_size, n_consumers, readers_left, memory = group_ops(g, f, placement, group, d)
+    broken, groups, group_size, n_consumers, readers_left, memory = group_ops(
+        g, f, placement, group, d, max_ops
+    )
+    if broken:
+        return _first_violation(g, f, placement, group, max_ops, 0, -1, -1)
     violation, where, detail, makespan = _walk(
         g, m, placement, order, group, groups, group_size, n_consumers, readers_left, memory, peak
     )

@@ -153,6 +153,7 @@ class _Common:
     temp_memory: SizeDistribution | None
     persistent_sources: bool
     name: str
+    fusion: bool
 
     @staticmethod
     def checked(
@@ -166,6 +167,7 @@ class _Common:
         persistent_sources: Any,
         name: Any,
         min_n: int = 1,
+        fusion: Any = False,
     ) -> _Common:
         """Validates the shared arguments before any drawing, so bad input fails fast."""
         n = _integer(family, "n", n, min_n)
@@ -192,6 +194,8 @@ class _Common:
             raise GraphoptError(
                 f"{family}: persistent_sources must be a bool, got {persistent_sources!r}"
             )
+        if not isinstance(fusion, bool):
+            raise GraphoptError(f"{family}: fusion must be a bool, got {fusion!r}")
         if name is not None and (not isinstance(name, str) or not name):
             raise GraphoptError(f"{family}: name must be a non-empty string or None, got {name!r}")
         return _Common(
@@ -204,6 +208,7 @@ class _Common:
             temp_memory=temp_memory,
             persistent_sources=persistent_sources,
             name=f"{family}_n{n}_s{seed}" if name is None else name,
+            fusion=fusion,
         )
 
     def build(
@@ -246,10 +251,16 @@ class _Common:
                 "sizes": asdict(self.sizes),
                 "temp_memory": None if self.temp_memory is None else asdict(self.temp_memory),
                 "persistent_sources": self.persistent_sources,
+                "fusion": self.fusion,
             },
             **(extra_attrs or {}),
         }
         op_names = [f"op{i}" for i in range(n)]
+        op_extras = None
+        if self.fusion:
+            runtime, op_extras, attrs["kernel"] = _fusion_fields(
+                rng, runtime, tensor_size, src, dst
+            )
         return Graph.from_arrays(
             self.name,
             op_names,
@@ -262,7 +273,48 @@ class _Common:
             op_temp_memory=temp,
             tensor_persistent=persistent,
             attrs=attrs,
+            op_attrs=op_extras,
         )
+
+
+FUSION_MIX = {"none": 0.2, "elementwise": 0.5, "reduction": 0.15, "contraction": 0.15}
+"""Share of each fusion class among generated ops: about the mix of a transformer's training
+step in the zoo, where most ops are pointwise and a fifth neither fuse nor compute."""
+
+
+def _fusion_fields(
+    rng: np.random.Generator,
+    runtime: np.ndarray,
+    tensor_size: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+) -> tuple[np.ndarray, list[dict[str, Any]], dict[str, float]]:
+    """Fusion classes by `FUSION_MIX`, compute times, a kernel, and roofline runtimes.
+
+    The drawn runtime becomes the op's compute time and its runtime becomes its roofline time
+    alone on the kernel (max(compute, traffic / bandwidth) + launch), so that a fused group and
+    the ops it replaces are timed by one model. The bandwidth moves the median op's traffic
+    (its input tensors and its output) in the mean compute time, so about half the ops are
+    bound by memory, which fusing relieves; a launch costs a twentieth of the mean compute.
+    Drawn after every other field, so the topology and sizes of a seed's graph do not change.
+
+    Returns:
+        (runtimes [n], op fields, kernel).
+    """
+    n = runtime.shape[0]
+    classes = rng.choice(list(FUSION_MIX), size=n, p=list(FUSION_MIX.values()))
+    compute = runtime.copy()
+    traffic = tensor_size.astype(np.float64) + np.bincount(
+        dst, weights=tensor_size[src].astype(np.float64), minlength=n
+    )
+    mean_compute = float(compute.mean()) if n and compute.mean() > 0 else 1.0
+    bandwidth = max(float(np.median(traffic)), 1.0) / mean_compute
+    launch = 0.05 * mean_compute
+    roofline = np.maximum(compute, traffic / bandwidth) + launch
+    extras = [
+        {"fusion": str(c), "compute_time": float(s)} for c, s in zip(classes, compute, strict=True)
+    ]
+    return roofline, extras, {"memory_bandwidth": bandwidth, "launch_overhead": launch}
 
 
 # ------------------------------------------------------------------------------ edge samplers
@@ -468,6 +520,7 @@ def erdos_renyi(
     sizes: SizeDistribution = DEFAULT_SIZES,
     temp_memory: SizeDistribution | None = None,
     persistent_sources: bool = False,
+    fusion: bool = False,
     name: str | None = None,
 ) -> Graph:
     """Erdős–Rényi G(n, p), randomly oriented into a DAG (paper 004, appendix E.5).
@@ -482,6 +535,7 @@ def erdos_renyi(
         sizes: distribution of tensor sizes.
         temp_memory: distribution of per-op scratch bytes; None means all 0.
         persistent_sources: mark the outputs of source ops persistent (weights, inputs).
+        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
         name: graph name; default "erdos_renyi_n{n}_s{seed}".
 
     Returns:
@@ -489,7 +543,16 @@ def erdos_renyi(
     """
     family = "erdos_renyi"
     common = _Common.checked(
-        family, n, seed, runtime_low, runtime_high, sizes, temp_memory, persistent_sources, name
+        family,
+        n,
+        seed,
+        runtime_low,
+        runtime_high,
+        sizes,
+        temp_memory,
+        persistent_sources,
+        name,
+        fusion=fusion,
     )
     n = common.n
     avg_degree = _number(family, "avg_degree", avg_degree, 0.0)
@@ -515,6 +578,7 @@ def layered(
     sizes: SizeDistribution = DEFAULT_SIZES,
     temp_memory: SizeDistribution | None = None,
     persistent_sources: bool = False,
+    fusion: bool = False,
     name: str | None = None,
 ) -> Graph:
     """Layered DAG in the style of Gagrani et al. 2022, like a deep network's layers.
@@ -539,6 +603,7 @@ def layered(
         sizes: distribution of tensor sizes.
         temp_memory: distribution of per-op scratch bytes; None means all 0.
         persistent_sources: mark the outputs of source ops persistent (weights, inputs).
+        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
         name: graph name; default "layered_n{n}_s{seed}".
 
     Returns:
@@ -546,7 +611,16 @@ def layered(
     """
     family = "layered"
     common = _Common.checked(
-        family, n, seed, runtime_low, runtime_high, sizes, temp_memory, persistent_sources, name
+        family,
+        n,
+        seed,
+        runtime_low,
+        runtime_high,
+        sizes,
+        temp_memory,
+        persistent_sources,
+        name,
+        fusion=fusion,
     )
     n = common.n
     if n_layers is None:
@@ -593,6 +667,7 @@ def stochastic_block(
     sizes: SizeDistribution = DEFAULT_SIZES,
     temp_memory: SizeDistribution | None = None,
     persistent_sources: bool = False,
+    fusion: bool = False,
     name: str | None = None,
 ) -> Graph:
     """Stochastic block model (Holland et al. 1983), randomly oriented into a DAG (paper 004).
@@ -616,6 +691,7 @@ def stochastic_block(
         sizes: distribution of tensor sizes.
         temp_memory: distribution of per-op scratch bytes; None means all 0.
         persistent_sources: mark the outputs of source ops persistent (weights, inputs).
+        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
         name: graph name; default "sbm_n{n}_s{seed}".
 
     Returns:
@@ -623,7 +699,16 @@ def stochastic_block(
     """
     family = "sbm"
     common = _Common.checked(
-        family, n, seed, runtime_low, runtime_high, sizes, temp_memory, persistent_sources, name
+        family,
+        n,
+        seed,
+        runtime_low,
+        runtime_high,
+        sizes,
+        temp_memory,
+        persistent_sources,
+        name,
+        fusion=fusion,
     )
     n = common.n
     n_blocks = _integer(family, "n_blocks", n_blocks, 1)
@@ -671,6 +756,7 @@ def watts_strogatz(
     sizes: SizeDistribution = DEFAULT_SIZES,
     temp_memory: SizeDistribution | None = None,
     persistent_sources: bool = False,
+    fusion: bool = False,
     name: str | None = None,
 ) -> Graph:
     """Watts–Strogatz small world (1998), randomly oriented into a DAG (paper 004).
@@ -690,6 +776,7 @@ def watts_strogatz(
         sizes: distribution of tensor sizes.
         temp_memory: distribution of per-op scratch bytes; None means all 0.
         persistent_sources: mark the outputs of source ops persistent (weights, inputs).
+        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
         name: graph name; default "watts_strogatz_n{n}_s{seed}".
 
     Returns:
@@ -697,7 +784,16 @@ def watts_strogatz(
     """
     family = "watts_strogatz"
     common = _Common.checked(
-        family, n, seed, runtime_low, runtime_high, sizes, temp_memory, persistent_sources, name
+        family,
+        n,
+        seed,
+        runtime_low,
+        runtime_high,
+        sizes,
+        temp_memory,
+        persistent_sources,
+        name,
+        fusion=fusion,
     )
     n = common.n
     k = _integer(family, "k", k, 0)
@@ -753,6 +849,7 @@ def barabasi_albert(
     sizes: SizeDistribution = DEFAULT_SIZES,
     temp_memory: SizeDistribution | None = None,
     persistent_sources: bool = False,
+    fusion: bool = False,
     name: str | None = None,
 ) -> Graph:
     """Barabási–Albert preferential attachment (2002), randomly oriented into a DAG (paper 004).
@@ -770,6 +867,7 @@ def barabasi_albert(
         sizes: distribution of tensor sizes.
         temp_memory: distribution of per-op scratch bytes; None means all 0.
         persistent_sources: mark the outputs of source ops persistent (weights, inputs).
+        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
         name: graph name; default "barabasi_albert_n{n}_s{seed}".
 
     Returns:
@@ -787,6 +885,7 @@ def barabasi_albert(
         persistent_sources,
         name,
         min_n=2,
+        fusion=fusion,
     )
     n = common.n
     if not isinstance(m, numbers.Integral) or isinstance(m, bool) or not 1 <= m < n:

@@ -401,6 +401,14 @@ class Graph:
         finish = self._longest_paths[0]
         return float(finish.max()) if finish.size else 0.0
 
+    def longest_path_length(self, weight: np.ndarray) -> float:
+        """Largest sum of `weight` ([n_ops] seconds) along a dependency path."""
+        ptr, pred = self._predecessor_edges
+        finish = longest_path(
+            self.topological_order, ptr, pred, np.ascontiguousarray(weight, dtype=np.float64)
+        )[0]
+        return float(finish.max()) if finish.size else 0.0
+
     @cached_property
     def critical_path(self) -> np.ndarray:
         """Op indices of one longest (runtime-weighted) path, from its source to its sink."""

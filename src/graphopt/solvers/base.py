@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
-from graphopt.costmodels.score import Score, Scorer
+from graphopt.costmodels.score import Score, Scorer, check_kernel
 from graphopt.errors import GraphoptError
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
@@ -136,17 +136,24 @@ class Problem:
         objective: what to minimize.
         pinned: [n_ops] int32 device each op must run on, or -1 where free; None when no op
             is pinned. Every solver honours it.
+        fusion: whether solutions may fuse ops (section 7): the random-key decoder then gains
+            one fusion priority per op (so BRKGA searches fusion with placement and order),
+            and the bounds are those that hold with fusion. Solvers that do not fuse still
+            return valid, unfused solutions.
     """
 
     graph: Graph
     machine: Machine
     objective: Objective = Objective.PEAK_MEMORY
     pinned: np.ndarray | None = None
+    fusion: bool = False
     scorer: Scorer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "scorer", Scorer(self.graph, self.machine))
+        if self.fusion:
+            check_kernel(self.graph)
         if self.pinned is None:
             return
         pinned = np.array(self.pinned, dtype=np.int64).reshape(-1)
@@ -165,18 +172,22 @@ class Problem:
 
     @cached_property
     def peak_memory_bound(self) -> int:
-        """Bytes some device holds in every solution (`bounds.peak_memory_lower_bound`)."""
-        from graphopt.solvers.bounds import peak_memory_lower_bound
+        """Bytes some device holds in every solution (`bounds`; the fused bound with fusion)."""
+        from graphopt.solvers.bounds import fused_peak_memory_lower_bound, peak_memory_lower_bound
 
+        if self.fusion:
+            return fused_peak_memory_lower_bound(self.graph, self.machine.n_devices)
         return peak_memory_lower_bound(self.graph, self.machine.n_devices)
 
     @cached_property
     def lower_bound(self) -> float:
         """A proven lower bound on the objective for any solution (`bounds`)."""
-        from graphopt.solvers.bounds import makespan_lower_bound
+        from graphopt.solvers.bounds import fused_makespan_lower_bound, makespan_lower_bound
 
         if self.objective is Objective.PEAK_MEMORY:
             return float(self.peak_memory_bound)
+        if self.fusion:
+            return fused_makespan_lower_bound(self.graph, self.machine.n_devices)
         return makespan_lower_bound(self.graph, self.machine)
 
     def check_capacity(self) -> None:
@@ -204,6 +215,8 @@ class Problem:
         graph, n_ops = self.graph, self.graph.n_ops
         if n_ops == 0:
             return True
+        if self.fusion and graph.op_fusion.any():
+            return False
         if self.machine.n_devices > 1 and (
             self.pinned is None or np.any(self.pinned != self.pinned[0]) or self.pinned[0] < 0
         ):
@@ -286,6 +299,7 @@ class Tracker:
         self.trace = Trace()
         self.best_placement: np.ndarray | None = None
         self.best_order: np.ndarray | None = None
+        self.best_fusion: np.ndarray | None = None
         self.best_key: tuple[int, float] = (np.iinfo(np.int64).max, math.inf)
         self.lower_bound: float | None = None
         self.proven_optimal = False
@@ -349,11 +363,16 @@ class Tracker:
             raise BudgetExhausted
 
     def offer(
-        self, placement: np.ndarray, order: np.ndarray, peaks: np.ndarray, makespan: float
+        self,
+        placement: np.ndarray,
+        order: np.ndarray,
+        peaks: np.ndarray,
+        makespan: float,
+        fusion: np.ndarray | None = None,
     ) -> bool:
         """Records one evaluated valid candidate; returns True when it is the new best."""
         excess, value = self.problem.fitness(np.asarray(peaks)[None], np.asarray([makespan]))
-        return self.offer_best(placement, order, int(excess[0]), float(value[0]), 1)
+        return self.offer_best(placement, order, int(excess[0]), float(value[0]), 1, fusion)
 
     def offer_population(
         self,
@@ -362,12 +381,13 @@ class Tracker:
         lengths: np.ndarray,
         excess: np.ndarray,
         value: np.ndarray,
+        groups: np.ndarray | None = None,
     ) -> bool:
         """Records a batch of evaluated valid candidates with their ranking keys.
 
         Shapes:
             placements: [B, n_ops]; orders: [B, L] with lengths [B] valid events per row;
-            excess, value: [B].
+            excess, value: [B]; groups: None or [B, n_ops] fusion groups.
         """
         if len(value) == 0:
             self.check()
@@ -379,17 +399,24 @@ class Tracker:
             int(excess[best]),
             float(value[best]),
             len(value),
+            None if groups is None else groups[best],
         )
 
     def offer_best(
-        self, placement: np.ndarray, order: np.ndarray, excess: int, value: float, evaluations: int
+        self,
+        placement: np.ndarray,
+        order: np.ndarray,
+        excess: int,
+        value: float,
+        evaluations: int,
+        fusion: np.ndarray | None = None,
     ) -> bool:
-        """Records `evaluations` evaluations whose best candidate is (placement, order).
+        """Records `evaluations` evaluations whose best candidate is (placement, order, fusion).
 
         For solvers that rank a batch themselves (e.g. incremental move evaluation) and only
         materialize its best member; returns True when it is the new best.
         """
-        improved = self._consider(placement, order, excess, value, evaluations)
+        improved = self._consider(placement, order, excess, value, evaluations, fusion)
         self.check()
         return improved
 
@@ -411,7 +438,13 @@ class Tracker:
         self.proven_optimal = proven_optimal
 
     def _consider(
-        self, placement: np.ndarray, order: np.ndarray, excess: int, value: float, spent: int
+        self,
+        placement: np.ndarray,
+        order: np.ndarray,
+        excess: int,
+        value: float,
+        spent: int,
+        fusion: np.ndarray | None,
     ) -> bool:
         self.evaluations += spent
         if self.problem.has_one_solution or (
@@ -428,6 +461,7 @@ class Tracker:
         self.best_key = (excess, value)
         self.best_placement = np.array(placement, dtype=np.int32)
         self.best_order = np.array(order, dtype=np.int64)
+        self.best_fusion = None if fusion is None else np.array(fusion, dtype=np.int32)
         self.trace.evaluations.append(self.evaluations)
         self.trace.seconds.append(self.seconds)
         self.trace.excess.append(excess)
@@ -543,7 +577,9 @@ def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status
         raise NoSolutionError(f"solver {solver.name!r} found no solution within its budget")
     seconds = tracker.seconds
     n_devices = problem.machine.n_devices
-    draft = Solution(tracker.best_placement, tracker.best_order, n_devices)
+    draft = Solution(
+        tracker.best_placement, tracker.best_order, n_devices, fusion=tracker.best_fusion
+    )
     score = problem.scorer.score(draft)
     excess, value = problem.fitness(
         np.asarray(score.peak_memory_per_device)[None], np.asarray([score.makespan])
@@ -571,6 +607,7 @@ def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status
         objective={"peak_memory": score.peak_memory, "makespan": score.makespan},
         solver=record,
         machine=problem.machine.to_json(),
+        fusion=draft.fusion if draft.n_groups else None,
     )
     return Result(
         solution=solution,

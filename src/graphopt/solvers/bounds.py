@@ -26,6 +26,8 @@ some device holds at least (P + O) / d, O being the graph outputs' bytes.
 
 Makespan (section 5): no schedule beats the critical path, nor the total runtime spread
 perfectly over the devices.
+
+Fusion groups (section 7) can beat both: `fused_*` bounds hold for fused solutions too.
 """
 
 from __future__ import annotations
@@ -135,3 +137,28 @@ def peak_memory_lower_bound(graph: Graph, n_devices: int = 1) -> int:
 def makespan_lower_bound(graph: Graph, machine: Machine) -> float:
     """Seconds no schedule on `machine` can beat: max(critical path, total runtime / d)."""
     return max(graph.critical_path_length, graph.total_runtime / machine.n_devices)
+
+
+def fused_makespan_lower_bound(graph: Graph, n_devices: int) -> float:
+    """Seconds no schedule beats even with fusion groups (section 7), where the above may fail.
+
+    A group lasts at least its members' summed compute time and an op alone its runtime, so
+    every op costs at least min(runtime, compute time): paths and the work per device weighted
+    by that bound the makespan.
+    """
+    least = np.minimum(graph.op_runtime, graph.op_compute_time)
+    return max(graph.longest_path_length(least), float(least.sum()) / n_devices)
+
+
+def fused_peak_memory_lower_bound(graph: Graph, n_devices: int) -> int:
+    """Bytes some device holds even with fusion groups, where the above may fail.
+
+    Fusion can keep any tensor but a persistent one out of memory, so only the persistent bytes
+    spread over the devices, the largest persistent tensor and the largest temp memory count.
+    """
+    persistent = graph.tensor_size[graph.tensor_persistent]
+    return max(
+        -(-int(persistent.sum()) // n_devices),
+        int(persistent.max(initial=0)),
+        int(graph.op_temp_memory.max(initial=0)),
+    )

@@ -384,7 +384,12 @@ def _evaluate(
     decoded: DecodedPopulation = decoder.evaluate(keys, reuse=True)
     try:
         tracker.offer_population(
-            decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
+            decoded.placements,
+            decoded.orders,
+            decoded.lengths,
+            decoded.excess,
+            decoded.value,
+            decoded.groups,
         )
     except BudgetExhausted:
         return decoded.excess.copy(), decoded.value.copy(), True

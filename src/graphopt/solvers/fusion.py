@@ -26,8 +26,9 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from graphopt.costmodels.machine import Machine
-from graphopt.costmodels.score import Scorer
+from graphopt.costmodels._fusion import score_fused
+from graphopt.costmodels.machine import Machine, MachineArrays
+from graphopt.costmodels.score import Scorer, check_kernel
 from graphopt.errors import SolutionError
 from graphopt.ir.arrays import FusionArrays, GraphArrays
 from graphopt.ir.graph import FUSION_CLASSES, Graph
@@ -554,6 +555,59 @@ def _fused_order(
     return out, 0
 
 
+@numba.njit(cache=True)
+def fuse_population(
+    g: GraphArrays,
+    f: FusionArrays,
+    m: MachineArrays,
+    priorities: np.ndarray,
+    placements: np.ndarray,
+    orders: np.ndarray,
+    lengths: np.ndarray,
+    peaks: np.ndarray,
+    makespans: np.ndarray,
+    groups: np.ndarray,
+) -> int:
+    """GO's decoder on decoded chromosomes, in place: groups, re-derived orders, new scores.
+
+    Each member's groups come from its fusion priorities (`priority_groups`), its order is
+    re-derived with each group contiguous (`_fused_order`) and it is scored again.
+
+    Shapes:
+        priorities: [B, n_ops]; placements, orders, lengths, peaks, makespans as
+        `random_keys.DecodedPopulation`; groups: [B, n_ops] out.
+
+    Returns:
+        -1, or the first member whose fused solution failed to score (a bug, never expected:
+        the decoder's groups are legal by construction).
+    """
+    n_ops = placements.shape[1]
+    for b in range(placements.shape[0]):
+        length = lengths[b]
+        order = orders[b, :length]
+        rank = np.empty(n_ops, dtype=np.int64)
+        for p in range(length):
+            if order[p] < n_ops:
+                rank[order[p]] = p
+        group = priority_groups(
+            f, placements[b], rank, priorities[b], PRIORITY_THRESHOLD, MAX_GROUP_OPS
+        )
+        groups[b] = group
+        if n_ops == 0 or group.max() < 0:
+            continue
+        fused, status = _fused_order(g, placements[b], order, group, m.n_devices)
+        if status != 0:
+            return b
+        orders[b, :length] = fused
+        violation, _, _, makespan = score_fused(
+            g, f, m, placements[b], fused, group, MAX_GROUP_OPS, peaks[b]
+        )
+        if violation != 0:
+            return b
+        makespans[b] = makespan
+    return -1
+
+
 def fused_order(graph: Graph, solution: Solution, fusion: np.ndarray | None) -> np.ndarray:
     """A valid order of the solution's events in which every group's op events are contiguous.
 
@@ -595,17 +649,45 @@ def fused_order(graph: Graph, solution: Solution, fusion: np.ndarray | None) -> 
 
 
 # ---------------------------------------------------------------------------- Python drivers
+FUSION_POLICIES = ("none", "default", "xla-priority", "greedy", "anneal")
+"""What `apply_fusion` (and `graphopt optimize --fusion`) accepts: no fusion, XLA-like default
+fusion, XLA priority fusion, Inductor-like greedy fusion, simulated annealing over priorities."""
+
+
+def apply_fusion(
+    policy: str,
+    graph: Graph,
+    machine: Machine,
+    solution: Solution,
+    objective: Objective | str,
+    evaluations: int = 1000,
+    seed: int = 0,
+) -> Solution:
+    """The solution with the fusion groups `policy` picks on its placement and order.
+
+    Raises:
+        SolutionError: an unknown policy, or a graph with fusion classes but no `kernel`.
+    """
+    if policy not in FUSION_POLICIES:
+        raise SolutionError(
+            f"unknown fusion policy {policy!r}; valid policies: {', '.join(FUSION_POLICIES)}"
+        )
+    if policy == "none":
+        return replace(solution, fusion=None)
+    if policy == "default":
+        return default_fusion(graph, solution)
+    if policy == "xla-priority":
+        return default_fusion(graph, solution, priority=True)
+    if policy == "greedy":
+        return greedy_fusion(graph, solution)
+    return anneal_fusion(graph, machine, solution, objective, evaluations, seed)
 
 
 def _fusable(graph: Graph) -> bool:
     """Whether any op has a fusion class; refuses fusing on a graph without a `kernel`."""
     if not np.any(graph.op_fusion):
         return False
-    if graph.kernel is None:
-        raise SolutionError(
-            f"graph '{graph.name}': no 'kernel' field (memory_bandwidth, launch_overhead), which "
-            "fusing ops needs (COST_MODEL.md section 7); add it to the graph or run without fusion"
-        )
+    check_kernel(graph)
     return True
 
 

@@ -5,7 +5,10 @@ one after another:
 
 1. ``n_ops * d`` op-to-device affinities (op ``j``, device ``b`` at ``j * d + b``);
 2. ``n_ops`` op scheduling priorities;
-3. ``n_tensors * d`` transfer priorities (tensor ``t`` to device ``b`` at ``t * d + b``).
+3. ``n_tensors * d`` transfer priorities (tensor ``t`` to device ``b`` at ``t * d + b``);
+4. when the problem may fuse ops (`Problem.fusion`), ``n_ops`` fusion priorities, which GO's
+   decoder (`fusion.priority_groups`) turns into fusion groups on the decoded placement and
+   order; the order is then re-derived with each group contiguous and scored again.
 
 Each op goes to its device of highest affinity (pinned ops to their pin; ties to the lowest
 device). The schedule is a topological sort of the ops and the implied transfers that always runs
@@ -43,6 +46,7 @@ class ChromosomeLayout:
     n_ops: int
     n_tensors: int
     n_devices: int
+    fusion: bool = False
 
     @property
     def op_priority(self) -> int:
@@ -55,9 +59,14 @@ class ChromosomeLayout:
         return self.n_ops * (self.n_devices + 1)
 
     @property
+    def fusion_priority(self) -> int:
+        """Offset of the fusion priorities (present when `fusion`)."""
+        return self.transfer_priority + self.n_tensors * self.n_devices
+
+    @property
     def size(self) -> int:
         """Number of genes."""
-        return self.transfer_priority + self.n_tensors * self.n_devices
+        return self.fusion_priority + (self.n_ops if self.fusion else 0)
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,8 @@ class DecodedPopulation:
     Shapes:
         placements: [B, n_ops] int32; orders: [B, L] int64 (row b holds lengths[b] events);
         lengths: [B] int64; peaks: [B, n_devices] int64; makespans: [B] float64;
-        excess: [B] int64 bytes over capacity; value: [B] float64 objective (see base.Problem).
+        excess: [B] int64 bytes over capacity; value: [B] float64 objective (see base.Problem);
+        groups: None, or [B, n_ops] int32 fusion groups when the problem may fuse ops.
     """
 
     placements: np.ndarray
@@ -77,6 +87,7 @@ class DecodedPopulation:
     makespans: np.ndarray
     excess: np.ndarray
     value: np.ndarray
+    groups: np.ndarray | None = None
 
 
 def symmetry_pins(graph: Graph, n_devices: int) -> np.ndarray:
@@ -106,7 +117,8 @@ class RandomKeyDecoder:
     def __init__(self, problem: Problem, symmetry_breaking: bool = True) -> None:
         graph, machine = problem.graph, problem.machine
         self.problem = problem
-        self.layout = ChromosomeLayout(graph.n_ops, graph.n_tensors, machine.n_devices)
+        fusion = problem.fusion and bool(graph.op_fusion.any())
+        self.layout = ChromosomeLayout(graph.n_ops, graph.n_tensors, machine.n_devices, fusion)
         if problem.pinned is not None:
             pins = np.asarray(problem.pinned, dtype=np.int32)
         elif symmetry_breaking:
@@ -140,7 +152,8 @@ class RandomKeyDecoder:
                 f"chromosomes have {keys.shape[-1]} genes; this problem needs {self.n_genes} "
                 f"({self.layout.n_ops} ops x {self.layout.n_devices} devices affinities, "
                 f"{self.layout.n_ops} op priorities, {self.layout.n_tensors} tensors x "
-                f"{self.layout.n_devices} devices transfer priorities)"
+                f"{self.layout.n_devices} devices transfer priorities"
+                + (f", {self.layout.n_ops} fusion priorities)" if self.layout.fusion else ")")
             )
         return keys
 
@@ -152,10 +165,12 @@ class RandomKeyDecoder:
         """
         population = self.evaluate(self.check_keys(keys)[None])
         length = int(population.lengths[0])
+        groups = population.groups
         return Solution(
             population.placements[0],
             population.orders[0, :length],
             self.layout.n_devices,
+            fusion=None if groups is None or groups[0].max(initial=-1) < 0 else groups[0],
         )
 
     def evaluate(self, keys: np.ndarray, reuse: bool = False) -> DecodedPopulation:
@@ -180,10 +195,11 @@ class RandomKeyDecoder:
                 np.empty(n, dtype=np.int64),
                 np.empty((n, self.layout.n_devices), dtype=np.int64),
                 np.empty(n, dtype=np.float64),
+                np.empty((n, self.layout.n_ops if self.layout.fusion else 0), dtype=np.int32),
             )
             if reuse:
                 self._buffers[n] = buffers
-        placements, orders, lengths, peaks, makespans = buffers
+        placements, orders, lengths, peaks, makespans, groups = buffers
         decode_population(
             self.problem.graph.arrays,
             self.problem.machine.arrays,
@@ -195,8 +211,48 @@ class RandomKeyDecoder:
             peaks,
             makespans,
         )
+        if self.layout.fusion:
+            self._fuse(keys, placements, orders, lengths, peaks, makespans, groups)
         excess, value = self.problem.fitness(peaks, makespans)
-        return DecodedPopulation(placements, orders, lengths, peaks, makespans, excess, value)
+        return DecodedPopulation(
+            placements,
+            orders,
+            lengths,
+            peaks,
+            makespans,
+            excess,
+            value,
+            groups if self.layout.fusion else None,
+        )
+
+    def _fuse(
+        self,
+        keys: np.ndarray,
+        placements: np.ndarray,
+        orders: np.ndarray,
+        lengths: np.ndarray,
+        peaks: np.ndarray,
+        makespans: np.ndarray,
+        groups: np.ndarray,
+    ) -> None:
+        """Groups from the fusion priorities, orders re-derived around them, scores redone."""
+        from graphopt.solvers.fusion import fuse_population
+
+        graph = self.problem.graph
+        failed = fuse_population(
+            graph.arrays,
+            graph.fusion_arrays,
+            self.problem.machine.arrays,
+            np.ascontiguousarray(keys[:, self.layout.fusion_priority :]),
+            placements,
+            orders,
+            lengths,
+            peaks,
+            makespans,
+            groups,
+        )
+        if failed >= 0:
+            raise SolverError(f"fusion decoding made an invalid solution (member {failed})")
 
     def encode(self, solution: Solution) -> np.ndarray:
         """Keys that decode to exactly `solution` (up to pins, which the decoder enforces).
@@ -222,6 +278,10 @@ class RandomKeyDecoder:
         is_op = codes < layout.n_ops
         keys[layout.op_priority + codes[is_op]] = priority[is_op]
         keys[layout.transfer_priority + codes[~is_op] - layout.n_ops] = priority[~is_op]
+        if layout.fusion and solution.fusion is not None:
+            # Fused ops above the decoder's threshold, the rest below: the decoder regroups
+            # them, not always into the same groups, so a fused seed is approximate.
+            keys[layout.fusion_priority :] = np.where(solution.fusion >= 0, 0.75, 0.25)
         return keys
 
 
