@@ -18,7 +18,7 @@ from graphopt.costmodels.score import Scorer
 from graphopt.errors import SolutionError
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import MAX_GROUP_OPS, Solution, topological_schedule
-from graphopt.solvers._reference import reference_priority_fusion
+from graphopt.solvers._reference import acyclic_after_merge, reference_priority_fusion
 from graphopt.solvers.fusion import (
     SPACING,
     anneal_fusion,
@@ -92,28 +92,6 @@ def test_fused_order_keeps_a_valid_order_without_groups(problem) -> None:
     assert np.array_equal(fused_order(graph, solution, alone), solution.order)
 
 
-def _acyclic_after(graph: Graph, unit: list[int], a: int, b: int) -> bool:
-    """Whether the quotient graph stays acyclic once units a and b are one (Kahn)."""
-    merged = [b if unit[op] == a else unit[op] for op in range(graph.n_ops)]
-    arcs = {
-        (merged[p], merged[c]) for p, c in graph.edge_index.T.tolist() if merged[p] != merged[c]
-    }
-    waiting = dict.fromkeys(merged, 0)
-    for _, c in arcs:
-        waiting[c] += 1
-    ready = [n for n, count in waiting.items() if count == 0]
-    done = 0
-    while ready:
-        n = ready.pop()
-        done += 1
-        for p, c in arcs:
-            if p == n:
-                waiting[c] -= 1
-                if waiting[c] == 0:
-                    ready.append(c)
-    return done == len(waiting)
-
-
 @settings(max_examples=400, deadline=None)
 @given(problems(spreads=("one",)), st.integers(0, 2**32 - 1), st.sampled_from([1, 3, SPACING]))
 def test_merges_keep_the_units_in_a_topological_order(problem, seed, spacing) -> None:
@@ -128,7 +106,7 @@ def test_merges_keep_the_units_in_a_topological_order(problem, seed, spacing) ->
     edges = graph.edge_index.T[rng.permutation(graph.n_edges)]
     for p, c in edges.tolist():
         a, b = int(units.unit[p]), int(units.unit[c])
-        expected = a != b and _acyclic_after(graph, units.unit.tolist(), a, b)
+        expected = a != b and acyclic_after_merge(graph, units.unit.tolist(), a, b)
         assert try_merge(f, placement, units, p, c, MAX_GROUP_OPS) == expected
         for producer, consumer in graph.edge_index.T.tolist():
             x, y = units.unit[producer], units.unit[consumer]

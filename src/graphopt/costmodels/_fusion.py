@@ -356,6 +356,16 @@ def group_ops(
 
 
 @numba.njit(cache=True, nogil=True)
+def _missing(a: GraphArrays, op: int, ready: np.ndarray, d: int, device: int) -> int:
+    """The first input of `op` (of graph `a`) whose copy on `device` is not ready."""
+    for e in range(a.op_input_ptr[op], a.op_input_ptr[op + 1]):
+        t = a.op_input_tensor[e]
+        if ready[t * d + device] < 0.0:
+            return t
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
 def _walk(
     g: GraphArrays,
     m: MachineArrays,
@@ -404,19 +414,18 @@ def _walk(
                     g, m, code, device, ready, readers_left, device_free, memory
                 )
                 if earliest < 0.0:
-                    for e in range(g.op_input_ptr[_u(code)], g.op_input_ptr[_u(code + 1)]):
-                        t = g.op_input_tensor[_u(e)]
-                        if ready[_u(t * d + device)] < 0.0:
-                            return INPUT_NOT_AVAILABLE, position, t, 0.0
+                    return INPUT_NOT_AVAILABLE, position, _missing(g, code, ready, d, device), 0.0
             else:
                 finish, current, earliest = _kernels.op_step(
                     groups, m, gid, device, ready, readers_left, device_free, memory
                 )
                 if earliest < 0.0:
-                    for e in range(groups.op_input_ptr[_u(gid)], groups.op_input_ptr[_u(gid + 1)]):
-                        t = groups.op_input_tensor[_u(e)]
-                        if ready[_u(t * d + device)] < 0.0:
-                            return INPUT_NOT_AVAILABLE, position, t, 0.0
+                    return (
+                        INPUT_NOT_AVAILABLE,
+                        position,
+                        _missing(groups, gid, ready, d, device),
+                        0.0,
+                    )
                 open_group = gid
                 left = group_size[_u(gid)] - 1
             if current > peak[_u(device)]:

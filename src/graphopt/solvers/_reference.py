@@ -93,6 +93,31 @@ def reference_forced_live_bytes(graph: Graph) -> np.ndarray:
     return forced
 
 
+def acyclic_after_merge(graph: Graph, unit: list[int], a: int, b: int) -> bool:
+    """Whether the quotient graph (each op's unit one node) stays acyclic once a and b are one.
+
+    Checked by contracting it and running Kahn's algorithm.
+    """
+    merged = [b if unit[op] == a else unit[op] for op in range(graph.n_ops)]
+    arcs = {
+        (merged[p], merged[c]) for p, c in graph.edge_index.T.tolist() if merged[p] != merged[c]
+    }
+    waiting = dict.fromkeys(merged, 0)
+    for _, c in arcs:
+        waiting[c] += 1
+    ready = [n for n, count in waiting.items() if count == 0]
+    done = 0
+    while ready:
+        n = ready.pop()
+        done += 1
+        for p, c in arcs:
+            if p == n:
+                waiting[c] -= 1
+                if waiting[c] == 0:
+                    ready.append(c)
+    return done == len(waiting)
+
+
 def reference_priority_fusion(
     graph: Graph, placement: np.ndarray, priorities: np.ndarray, threshold: float
 ) -> np.ndarray:
@@ -110,26 +135,6 @@ def reference_priority_fusion(
     place = [int(p) for p in placement]
     unit = list(range(graph.n_ops))
     members: dict[int, set[int]] = {op: {op} for op in range(graph.n_ops)}
-    edges = {(int(a), int(b)) for a, b in graph.edge_index.T}
-
-    def acyclic_after(a: int, b: int) -> bool:
-        merged = [b if unit[op] == a else unit[op] for op in range(graph.n_ops)]
-        arcs = {(merged[p], merged[c]) for p, c in edges if merged[p] != merged[c]}
-        nodes = set(merged)
-        waiting = {n: 0 for n in nodes}
-        for _, c in arcs:
-            waiting[c] += 1
-        ready = [n for n in nodes if waiting[n] == 0]
-        done = 0
-        while ready:
-            n = ready.pop()
-            done += 1
-            for p, c in arcs:
-                if p == n:
-                    waiting[c] -= 1
-                    if waiting[c] == 0:
-                        ready.append(c)
-        return done == len(nodes)
 
     def legal(a: int, b: int) -> bool:
         together = members[a] | members[b]
@@ -138,7 +143,7 @@ def reference_priority_fusion(
             and len(together) <= MAX_GROUP_OPS
             and sum(int(classes[op]) == 3 for op in together) <= 1
             and all(classes[op] != 0 for op in together)
-            and acyclic_after(a, b)
+            and acyclic_after_merge(graph, unit, a, b)
         )
 
     def eligible(op: int) -> bool:
