@@ -241,7 +241,8 @@ def _claimed(problem: Problem, solution: Solution, record: dict[str, object]) ->
 def _with_bounds(problem: Problem, result: Result) -> OptimizeResult:
     """`result` with its bound, gap, excess over the capacity and infeasibility proof.
 
-    A fused solution comes with its own bound (`_fused`), since fusion can beat the others.
+    A solution fused after the search (`_fused`) is quoted a bound that holds with fusion, since
+    fusion can beat the others; a problem that searches fusion has such bounds already.
     """
     bound: float = (
         problem.peak_memory_bound
