@@ -21,6 +21,13 @@ GFLOWNET_SUITES = (
     "gflownet-losses",
 )
 """Paper 004's tables 1-3 and figures 3-4 (`graphopt.evaluation.gflownet_bench`)."""
+FUSION_SUITE = "fusion-table3"
+"""Paper 002's table 3: fusion policies over no fusion (`graphopt.evaluation.fusion_bench`)."""
+
+
+def _names(text: str) -> tuple[str, ...]:
+    """A comma-separated list of names, blanks dropped."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _parse_budgets(text: str) -> list[int]:
@@ -38,8 +45,9 @@ def bench(
     suite: Annotated[
         str,
         typer.Argument(
-            help="Suite name (tiny-20, small-100, zoo-held-out, ...), dataset:DIR:SPLIT[:N] "
-            "(N graphs of a built dataset's split) or a folder of graphs."
+            help="Suite name (tiny-20, small-100, zoo-held-out, zoo-real, fusion-table3, "
+            "gflownet-*, ...), dataset:DIR:SPLIT[:N] (N graphs of a built dataset's split) or a "
+            "folder of graphs."
         ),
     ],
     solvers: Annotated[
@@ -50,10 +58,15 @@ def bench(
         typer.Option(help="peak-memory or makespan [default: peak-memory; zoo-real: both]."),
     ] = None,
     devices: Annotated[
-        int | None, typer.Option(help="Number of devices [default: 2; zoo-real: 2, 4 and 8].")
+        int | None,
+        typer.Option(
+            help="Number of devices [default: 2; zoo-real: 2, 4 and 8; fusion-table3: 1, 2, 4]."
+        ),
     ] = None,
     capacity: CapacityOption = None,
-    budget: Annotated[int, typer.Option(min=1, help="Evaluations per solver run.")] = 5000,
+    budget: Annotated[
+        int, typer.Option(min=1, help="Evaluations per solver run (fusion-table3: SA's).")
+    ] = 5000,
     time_limit: Annotated[
         float | None,
         typer.Option("--time", help="zoo-real: seconds for auto per problem [default: 10]."),
@@ -72,7 +85,10 @@ def bench(
             "fig. 4), added to --solvers if missing; default: every solver but brkga."
         ),
     ] = None,
-    seeds: Annotated[int, typer.Option(min=1, help="Seeds per graph and solver.")] = 1,
+    seeds: Annotated[
+        int | None,
+        typer.Option(min=1, help="Seeds per graph and solver [default: 1; fusion-table3: 3]."),
+    ] = None,
     exact_time: Annotated[
         float, typer.Option("--exact-time", help="CP-SAT seconds per graph (> 0).")
     ] = 10.0,
@@ -85,7 +101,7 @@ def bench(
         ),
     ] = None,
     output_dir: Annotated[
-        Path, typer.Option("--output-dir", "-o", help="Folder for the reports.")
+        Path, typer.Option("--output-dir", "--out", "-o", help="Folder for the reports.")
     ] = Path("out/bench"),
     policy: Annotated[
         str | None,
@@ -108,6 +124,20 @@ def bench(
     graphs_per_family: Annotated[
         int, typer.Option(min=1, help="gflownet-generalization: test graphs per family.")
     ] = 4,
+    models: Annotated[
+        str | None,
+        typer.Option(
+            help="fusion-table3: comma-separated zoo models whose training graphs run "
+            "[default: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,lstm-lm-unrolled-32]."
+        ),
+    ] = None,
+    policies: Annotated[
+        str | None,
+        typer.Option(
+            help="fusion-table3: comma-separated fusion policies (none, default, xla-priority, "
+            "greedy, sa) [default: all]."
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Compare solvers on a suite with the papers' metrics; write markdown, CSV and plots.
@@ -120,9 +150,15 @@ def bench(
     from graphopt.solvers.base import Objective
     from graphopt.solvers.registry import check_solver
 
+    if suite == FUSION_SUITE:
+        _bench_fusion(models, policies, devices, budget, seeds, output_dir, as_json)
+        return
+    if models is not None or policies is not None:
+        raise GraphoptError("--models and --policies apply to the fusion-table3 suite")
     if suite == "zoo-real":
         _bench_zoo_real(objective, devices, time_limit, output_dir, as_json)
         return
+    seeds = 1 if seeds is None else seeds
     if suite in GFLOWNET_SUITES:
         from graphopt.evaluation.gflownet_bench import GFlowNetBench
 
@@ -188,6 +224,42 @@ def bench(
     else:
         typer.echo(title)
         typer.echo(markdown_table(result.summary, budget))
+        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+
+
+def _bench_fusion(
+    models: str | None,
+    policies: str | None,
+    devices: int | None,
+    budget: int,
+    seeds: int | None,
+    output_dir: Path,
+    as_json: bool,
+) -> None:
+    """`bench fusion-table3`: each fusion policy's speedup over no fusion on zoo training graphs."""
+    from graphopt.evaluation.fusion_bench import FusionBench
+
+    defaults = FusionBench()
+    settings = FusionBench(
+        models=defaults.models if models is None else _names(models),
+        devices=defaults.devices if devices is None else (devices,),
+        budget=budget,
+        seeds=defaults.seeds if seeds is None else seeds,
+        policies=defaults.policies if policies is None else _names(policies),
+    )
+    with progress_bar(quiet=as_json) as bar:
+        task = bar.add_task(f"bench {FUSION_SUITE}", total=None)
+        lines, written = settings.run(
+            output_dir / FUSION_SUITE,
+            _command_line(),
+            lambda done, total, label: bar.update(
+                task, completed=done, total=total or None, description=label[:40]
+            ),
+        )
+    if as_json:
+        print_json({"suite": FUSION_SUITE, "summary": lines, "files": [str(p) for p in written]})
+    else:
+        typer.echo("\n".join(lines))
         typer.echo(f"wrote {', '.join(str(p) for p in written)}")
 
 
