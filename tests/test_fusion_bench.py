@@ -47,9 +47,14 @@ def rows(graph):
 
 
 def test_one_row_per_policy_and_seed(rows) -> None:
-    per_device = (len(POLICIES) - 1) + 2  # SA runs both seeds, the others seed 0
+    seeded = [name for name, policy in POLICIES.items() if policy.seeded]
+    per_device = len(POLICIES) + len(seeded)  # seeded policies run both seeds, the others one
     assert len(rows) == len(DEVICES) * per_device
-    assert {(r["policy"], r["seed"]) for r in rows if r["policy"] == "sa"} == {("sa", 0), ("sa", 1)}
+    for name in seeded:
+        assert {(r["policy"], r["seed"]) for r in rows if r["policy"] == name} == {
+            (name, 0),
+            (name, 1),
+        }
     for row in rows:
         assert row["reference"] == "agrees"
         if row["policy"] == "none":
@@ -92,7 +97,7 @@ def test_mean_rows_carry_a_ci_over_seeds_only_where_seeds_vary(rows) -> None:
     for (devices, policy), row in means.items():
         values = [r["speedup"] for r in rows if (r["devices"], r["policy"]) == (devices, policy)]
         assert row["speedup"] == pytest.approx(np.mean(values))
-        assert math.isnan(row["speedup_ci"]) == (policy != "sa")
+        assert math.isnan(row["speedup_ci"]) == (not POLICIES[policy].seeded)
 
 
 def test_reports_are_written(rows, tmp_path) -> None:

@@ -342,13 +342,13 @@ def _first_population(
     sample_mutants: Callable[[int], np.ndarray],
     population: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Fills `population` with the initial solutions, resumed members and mutants.
+    """Fills `population` with the initial solutions' seeds, resumed members and mutants.
 
     Only the initial solutions and the mutants are evaluated. Returns the fitness of the
     first len(value) rows (all of them unless the budget ran out) and whether it did.
     """
     size = population.shape[0]
-    seeds = [decoder.encode(solution) for solution in initial][:size]
+    seeds = [keys for solution in initial for keys in decoder.seeds(solution)][:size]
     n_seeds = len(seeds)
     if n_seeds:
         population[:n_seeds] = np.asarray(seeds)

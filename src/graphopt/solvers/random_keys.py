@@ -254,6 +254,21 @@ class RandomKeyDecoder:
         if failed >= 0:
             raise SolverError(f"fusion decoding made an invalid solution (member {failed})")
 
+    def seeds(self, solution: Solution) -> list[np.ndarray]:
+        """Chromosomes a search starts from for a known solution.
+
+        Its keys (`encode`) and, when the problem may fuse and the solution does not, the same
+        keys with every fusion priority at 1, which GO's decoder turns into every merge it can
+        make: on the zoo's training graphs as good as Inductor-like greedy fusion, which the
+        search then improves on.
+        """
+        keys = self.encode(solution)
+        if not self.layout.fusion or solution.n_groups:
+            return [keys]
+        fused = keys.copy()
+        fused[self.layout.fusion_priority :] = 1.0
+        return [keys, fused]
+
     def encode(self, solution: Solution) -> np.ndarray:
         """Keys that decode to exactly `solution` (up to pins, which the decoder enforces).
 
