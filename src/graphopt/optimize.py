@@ -181,6 +181,9 @@ def _fused(
 ) -> Result:
     """`result` with its solution fused by `policy` and re-scored.
 
+    When fusing would leave the solution worse on the objective, or over capacity where it was
+    not, `result` stays as it was, with a note saying what fusing would have done: a policy's
+    groups are a heuristic's guess, and a user asking for fusion wants the better program.
     `_with_bounds` then quotes a bound that holds with fusion.
     """
     graph, machine = problem.graph, problem.machine
@@ -191,13 +194,21 @@ def _fused(
         policy, graph, machine, result.solution, problem.objective, evaluations or 1000, seed
     )
     score = problem.scorer.score(fused)
-    notes.append(
-        f"fusion {policy}: {fused.n_groups:,} groups of "
+    change = (
+        f"{fused.n_groups:,} groups of "
         f"{int((fused.fusion >= 0).sum()) if fused.fusion is not None else 0:,} ops; makespan "
         f"{before.makespan:.6g} -> {score.makespan:.6g} s, peak memory "
         f"{before.peak_memory:,} -> {score.peak_memory:,} bytes"
     )
     value = score.makespan if problem.objective is Objective.MAKESPAN else score.peak_memory
+    if (not score.feasible, value) > (not result.feasible, result.value):
+        worse = "over capacity" if not score.feasible else f"worse on {problem.objective.value}"
+        return _noted(
+            result,
+            f"fusion {policy}: kept the solution without groups; fusing it ({change}) would "
+            f"leave it {worse}",
+        )
+    notes.append(f"fusion {policy}: {change}")
     solution = replace(
         fused,
         objective={"peak_memory": score.peak_memory, "makespan": score.makespan},

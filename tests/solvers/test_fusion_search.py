@@ -85,3 +85,16 @@ def test_optimize_fusion_search_and_its_bad_input() -> None:
     bare = plain.with_op_attrs(graph.op_attrs)  # classes, no kernel
     with pytest.raises(SolutionError, match="has no 'kernel' field"):
         optimize(bare, Machine(1), "makespan", "brkga", 200, fusion="search")
+
+
+def test_optimize_keeps_the_unfused_solution_when_a_policy_would_make_it_worse() -> None:
+    graph = generate("layered", 200, seed=4, fusion=True)
+    machine = Machine(n_devices=2)
+    kept = optimize(graph, machine, "peak-memory", "brkga", 500, seed=0, fusion="default")
+    plain = optimize(graph, machine, "peak-memory", "brkga", 500, seed=0)
+    assert kept.solution.n_groups == 0 and kept.value == plain.value
+    note = kept.solution.solver["notes"][-1]
+    assert note.startswith("fusion default: kept the solution without groups; fusing it (")
+    assert note.endswith("would leave it worse on peak-memory")
+    fused = optimize(graph, machine, "peak-memory", "brkga", 500, seed=0, fusion="greedy")
+    assert fused.solution.n_groups > 0 and fused.value < plain.value

@@ -143,6 +143,38 @@ def transfer_step(
 
 
 @numba.njit(cache=True, nogil=True)
+def count_readers(
+    g: GraphArrays, placement: np.ndarray, d: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Readers of each copy and the persistent bytes per device, before the walk.
+
+    A copy's readers are its consumers on that device, plus, for the home copy, the transfers,
+    whose count `op_step` finds in readers_left.
+
+    Returns:
+        (consumers per copy [n_tensors * d], readers of each home copy [n_tensors * d], set
+        only at home copies; persistent bytes per device [d]).
+    """
+    n_tensors = g.tensor_size.shape[0]
+    n_consumers = np.zeros(n_tensors * d, dtype=np.int32)
+    readers_left = np.empty(n_tensors * d, dtype=np.int32)
+    memory = np.zeros(d, dtype=np.int64)
+    for t in range(n_tensors):
+        home = placement[_u(g.tensor_producer[_u(t)])]
+        base = t * d
+        n_transfers = 0
+        for e in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
+            device = placement[_u(g.consumer_op[_u(e)])]
+            count = n_consumers[_u(base + device)]
+            n_transfers += (count == 0) & (device != home)
+            n_consumers[_u(base + device)] = count + 1
+        readers_left[_u(base + home)] = n_consumers[_u(base + home)] + n_transfers
+        if g.tensor_persistent[_u(t)]:
+            memory[_u(home)] += g.tensor_size[_u(t)]
+    return n_consumers, readers_left, memory
+
+
+@numba.njit(cache=True, nogil=True)
 def score_solution(
     g: GraphArrays,
     m: MachineArrays,
@@ -163,24 +195,7 @@ def score_solution(
         if placement[_u(j)] < 0 or placement[_u(j)] >= d:
             return 1, j, -1, 0.0
 
-    # Readers of each copy: its consumers on that device, plus the transfers for the home copy,
-    # whose count `op_step` finds in readers_left.
-    n_consumers = np.zeros(n_tensors * d, dtype=np.int32)
-    readers_left = np.empty(n_tensors * d, dtype=np.int32)
-    memory = np.zeros(d, dtype=np.int64)
-    for t in range(n_tensors):
-        home = placement[_u(g.tensor_producer[_u(t)])]
-        base = t * d
-        n_transfers = 0
-        for e in range(g.consumer_ptr[_u(t)], g.consumer_ptr[_u(t + 1)]):
-            device = placement[_u(g.consumer_op[_u(e)])]
-            count = n_consumers[_u(base + device)]
-            n_transfers += (count == 0) & (device != home)
-            n_consumers[_u(base + device)] = count + 1
-        readers_left[_u(base + home)] = n_consumers[_u(base + home)] + n_transfers
-        if g.tensor_persistent[_u(t)]:
-            memory[_u(home)] += g.tensor_size[_u(t)]
-
+    n_consumers, readers_left, memory = count_readers(g, placement, d)
     ready = np.full(n_tensors * d, -1.0)  # time the copy is available; < 0 until it exists
     op_done = np.zeros(n_ops, dtype=np.uint8)
     device_free = np.zeros(d, dtype=np.float64)
