@@ -30,7 +30,7 @@ Pass evaluations for runs that repeat exactly with a seed."""
 FUSION_CHOICES = (*FUSION_POLICIES, "search")
 """`optimize(fusion=...)`: a policy applied after the search, or "search" to search fusion."""
 
-FUSION_SEARCHERS = ("brkga", "brkga-tuned", "auto")
+FUSION_SEARCHERS = ("brkga", "brkga-tuned", "local-search", "auto")
 """Solvers whose search covers fusion groups when the problem may fuse (`Problem.fusion`)."""
 
 

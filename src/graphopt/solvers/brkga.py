@@ -28,7 +28,7 @@ from graphopt.configs import read_config
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import BudgetExhausted, Problem, Solver, SolverError, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
-from graphopt.solvers.random_keys import DecodedPopulation, RandomKeyDecoder
+from graphopt.solvers.random_keys import DecodedPopulation, RandomKeyDecoder, offer_decoded
 
 
 @dataclass(frozen=True)
@@ -383,14 +383,7 @@ def _evaluate(
     keys = keys[: tracker.remaining]
     decoded: DecodedPopulation = decoder.evaluate(keys, reuse=True)
     try:
-        tracker.offer_population(
-            decoded.placements,
-            decoded.orders,
-            decoded.lengths,
-            decoded.excess,
-            decoded.value,
-            decoded.groups,
-        )
+        offer_decoded(tracker, decoded)
     except BudgetExhausted:
         return decoded.excess.copy(), decoded.value.copy(), True
     return decoded.excess, decoded.value, False

@@ -6,6 +6,11 @@ schedule is a topological sort order of the ops, and the initial placement selec
 uniformly randomly. A local move either changes the device assignment of the op, or changes the
 op order in the current schedule", with random restarts. The moves and their incremental
 evaluation are in `incremental.py`.
+
+A problem that searches fusion (`Problem.fusion`) is climbed in the random-key chromosome that
+BRKGA evolves instead, since the groups are decoded from its fusion priorities: a move redraws an
+op's device genes, its order priority or its fusion priority, and each neighbour is decoded and
+scored exactly (`_climb_keys`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from graphopt.solvers.incremental import (
     offer_start,
     starts,
 )
+from graphopt.solvers.random_keys import RandomKeyDecoder, offer_decoded
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,31 @@ class LocalSearch(Solver):
         rng: np.random.Generator,
         initial: Sequence[Solution],
     ) -> None:
-        """Climbs from each start until `patience` steps fail to improve, then restarts."""
+        """Climbs from each start until `patience` steps fail to improve, then restarts.
+
+        With `Problem.fusion`: half the budget climbs placements and orders without groups (the
+        incremental moves are much cheaper), the other half climbs chromosomes from its best
+        (`_climb_keys`), fusion priorities included.
+        """
+        if not problem.fusion:
+            self._climb(problem, tracker, rng, initial)
+            return
+        with tracker.phase(0.5):
+            self._climb(problem, tracker, rng, initial)
+        best = []
+        if tracker.best_placement is not None and tracker.best_order is not None:
+            n_devices = problem.machine.n_devices
+            best = [Solution(tracker.best_placement, tracker.best_order, n_devices)]
+        self._climb_keys(problem, tracker, rng, [*best, *initial])
+
+    def _climb(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """The climb of paper 001 over placements and orders, scored incrementally."""
         config = self.config
         evaluator = IncrementalEvaluator(problem)
         with_makespan = problem.objective is Objective.MAKESPAN
@@ -90,6 +120,59 @@ class LocalSearch(Solver):
                 if taken is not None:
                     evaluator.reset(*taken)
                     key = keys[best]
+                stale = 0 if improved else stale + 1
+
+    def _climb_keys(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """The same climb over random-key chromosomes, fusion priorities included.
+
+        Starts: the best of the chromosomes `RandomKeyDecoder.seeds` gives for the known
+        solutions (one with every fusion priority at 1 among them), then uniform ones. A move
+        picks an op and redraws its device genes (with `device_move_probability`), else its
+        order priority or its fusion priority, one or the other with even odds; a step decodes
+        and scores `neighbourhood_size` moves in one parallel batch.
+        """
+        config = self.config
+        decoder = RandomKeyDecoder(problem)
+        decoder.check_population(config.neighbourhood_size)
+        layout = decoder.layout
+        n_ops, d = problem.graph.n_ops, problem.machine.n_devices
+        seeds = [keys for solution in initial for keys in decoder.seeds(solution)]
+        while True:
+            starts = np.stack(seeds) if seeds else rng.random((1, decoder.n_genes))
+            seeds = []
+            decoded = decoder.evaluate(starts[: config.neighbourhood_size])
+            offer_decoded(tracker, decoded)
+            keys = _key(decoded.excess, decoded.value, decoded.peaks)
+            first = min(range(len(keys)), key=keys.__getitem__)
+            current, key = starts[first], keys[first]
+            stale = 0
+            while stale < config.patience:
+                size = min(config.neighbourhood_size, tracker.remaining)
+                ops = rng.integers(0, n_ops, size)
+                kind = rng.random(size)
+                device_move = kind < config.device_move_probability
+                fusion_move = ~device_move & (rng.random(size) < 0.5)
+                neighbours = np.repeat(current[None], size, axis=0)
+                for row, op in enumerate(ops):
+                    if device_move[row]:
+                        neighbours[row, op * d : (op + 1) * d] = rng.random(d)
+                    elif fusion_move[row]:
+                        neighbours[row, layout.fusion_priority + op] = rng.random()
+                    else:
+                        neighbours[row, layout.op_priority + op] = rng.random()
+                decoded = decoder.evaluate(neighbours)
+                keys = _key(decoded.excess, decoded.value, decoded.peaks)
+                best = min(range(len(keys)), key=keys.__getitem__)
+                improved = keys[best] < key
+                if improved or (config.sideways and keys[best] == key):
+                    current, key = neighbours[best], keys[best]
+                offer_decoded(tracker, decoded)
                 stale = 0 if improved else stale + 1
 
 

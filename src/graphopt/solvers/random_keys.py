@@ -35,7 +35,7 @@ from graphopt.ir.arrays import GraphArrays, _u
 from graphopt.ir.graph import Graph
 from graphopt.ir.ready import initial_waiting, release_capacity, release_copy, release_op
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, SolverError, check_memory
+from graphopt.solvers.base import Problem, SolverError, Tracker, check_memory
 from graphopt.solvers.bounds import op_step_memory
 
 
@@ -88,6 +88,18 @@ class DecodedPopulation:
     excess: np.ndarray
     value: np.ndarray
     groups: np.ndarray | None = None
+
+
+def offer_decoded(tracker: Tracker, decoded: DecodedPopulation) -> None:
+    """Offers a decoded batch to the tracker (raises BudgetExhausted once the budget is spent)."""
+    tracker.offer_population(
+        decoded.placements,
+        decoded.orders,
+        decoded.lengths,
+        decoded.excess,
+        decoded.value,
+        decoded.groups,
+    )
 
 
 def symmetry_pins(graph: Graph, n_devices: int) -> np.ndarray:
