@@ -66,6 +66,7 @@ PARALLEL: dict[str, tuple[str, ...]] = {
         "cp-search",
         "local-search",
         "annealing",
+        "expert",
     ),
 }
 """Groups of solvers whose own kernels no other group uses: each may compile in its own process.

@@ -6,6 +6,7 @@ import heapq
 
 import numpy as np
 
+from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import MAX_GROUP_OPS, Solution, implied_transfers
 from graphopt.solvers.random_keys import code_bits, pack
@@ -167,3 +168,83 @@ def reference_priority_fusion(
         if len(members[unit[op]]) >= 2:
             group[op] = ids.setdefault(unit[op], len(ids))
     return group
+
+
+def reference_ready_queue_order(
+    graph: Graph, machine: Machine, placement: np.ndarray, priority: np.ndarray
+) -> list[int]:
+    """GO's per-device ready-queue schedule (`ready_queue.ready_queue_kernel`), plainly.
+
+    Each step: every device's earliest possible start (when it is free if one of its released
+    events is ready by then, else when its first released event becomes ready); the earliest
+    device (ties: lower) runs, of its events ready by then, the one of highest priority (ties:
+    lower code). A sync copy is an event of its destination, with the highest priority of its
+    readers there; an async one follows its producer.
+    """
+    n_ops, d = graph.n_ops, machine.n_devices
+    sync = machine.mode == "sync"
+
+    def seconds(t: int) -> float:
+        return machine.latency + float(graph.tensor_size[t]) / machine.bandwidth
+
+    waiting = [len(graph.inputs(op)) for op in range(n_ops)]
+    ready_at: dict[int, float] = {}
+    rank = {op: float(priority[op]) for op in range(n_ops)}
+    released: list[set[int]] = [set() for _ in range(d)]
+    device_free = [0.0] * d
+    order: list[int] = []
+    sent: set[int] = set()
+
+    def arrive(op: int, at: float) -> None:
+        ready_at[op] = max(ready_at.get(op, 0.0), at)
+        waiting[op] -= 1
+        if waiting[op] == 0:
+            released[int(placement[op])].add(op)
+
+    for op in range(n_ops):
+        if waiting[op] == 0:
+            ready_at[op] = 0.0
+            released[int(placement[op])].add(op)
+    while any(released):
+        starts = {
+            b: max(device_free[b], min(ready_at[c] for c in released[b]))
+            for b in range(d)
+            if released[b]
+        }
+        device = min(starts, key=lambda b: (starts[b], b))
+        start = starts[device]
+        code = min(
+            (c for c in released[device] if ready_at[c] <= start), key=lambda c: (-rank[c], c)
+        )
+        released[device].remove(code)
+        order.append(code)
+        if code >= n_ops:
+            t = (code - n_ops) // d
+            device_free[device] = start + seconds(t)
+            for consumer in graph.consumers(t).tolist():
+                if int(placement[consumer]) == device:
+                    arrive(consumer, device_free[device])
+            continue
+        finish = device_free[device] = start + float(graph.op_runtime[code])
+        for t in graph.outputs(code).tolist():
+            for consumer in graph.consumers(t).tolist():
+                there = int(placement[consumer])
+                if there == device:
+                    arrive(consumer, finish)
+                    continue
+                copy = n_ops + t * d + there
+                if copy not in sent:
+                    sent.add(copy)
+                    if sync:
+                        ready_at[copy] = finish
+                        rank[copy] = max(
+                            float(priority[c])
+                            for c in graph.consumers(t).tolist()
+                            if int(placement[c]) == there
+                        )
+                        released[there].add(copy)
+                    else:
+                        order.append(copy)
+                if not sync:
+                    arrive(consumer, finish + seconds(t))
+    return order

@@ -86,6 +86,11 @@ SOLVERS: dict[str, SolverEntry] = {
         "HeftScheduler",
         "HEFT earliest-finish-time placement and order (makespan)",
     ),
+    "expert": SolverEntry(
+        "graphopt.solvers.expert",
+        "ExpertPlacement",
+        "human-expert placement: whole modules in order, split by runtime (GDP table 1)",
+    ),
     "cp-search": SolverEntry(
         "graphopt.solvers.makespan_search",
         "CriticalPathSearch",

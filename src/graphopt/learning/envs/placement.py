@@ -1,0 +1,128 @@
+"""GDP's environment (paper 003 section 4.1, GO paper 002 section 4): placements to rewards.
+
+A placement policy outputs every op's device in one pass; the environment turns each placement
+of a batch into a schedule with GO's per-device ready-queue scheduler (`solvers.ready_queue`,
+critical-path priorities unless given) and scores it exactly (COST_MODEL.md sections 4-5):
+makespan and each device's peak memory under the machine's capacity, latency, bandwidth and
+transfer mode. The reward is GDP's, `-sqrt(makespan / reference)`, and `INFEASIBLE_REWARD` for a
+placement that exceeds some device's capacity. The reference is the makespan of HEFT's own
+schedule (timelines with insertion, `heft_timeline`), so a reward of -1 matches a strong
+classical solution on every graph, which keeps rewards of graphs of very different sizes on one
+scale for batch training. (HEFT's placement run by the ready queues instead scored 2x its own
+schedule on lstm-lm-unrolled-512 on 4 devices: HEFT's placement is tied to its order.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
+from graphopt.solvers.base import SolverError
+from graphopt.solvers.list_scheduling import bottom_levels, heft_timeline
+from graphopt.solvers.ready_queue import ready_queue_orders
+
+INFEASIBLE_REWARD = -10.0
+"""Reward of a placement over some device's capacity (GDP section 4.1)."""
+
+
+@dataclass(frozen=True)
+class PlacementOutcome:
+    """What a batch of B placements scored.
+
+    Attributes:
+        makespan: [B] seconds (section 5).
+        peaks: [B, n_devices] peak bytes of each device (section 4).
+        excess: [B] bytes over capacity, summed over devices (0 when it fits).
+        reward: [B] `-sqrt(makespan / reference)`, or `INFEASIBLE_REWARD` when excess > 0.
+    """
+
+    makespan: np.ndarray
+    peaks: np.ndarray
+    excess: np.ndarray
+    reward: np.ndarray
+
+
+class PlacementEnv:
+    """One graph on one machine: placements in, exact makespans and GDP's rewards out.
+
+    Args:
+        graph: the graph.
+        machine: devices, capacity and transfer model.
+        priorities: [n_ops] scheduling priorities (larger first); None: the critical path's
+            bottom levels, GO's default.
+        reference: makespan that scores -1; None: HEFT's own schedule's (`heft_timeline`).
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        machine: Machine,
+        priorities: np.ndarray | None = None,
+        reference: float | None = None,
+    ) -> None:
+        self.graph = graph
+        self.machine = machine
+        self.scorer = Scorer(graph, machine)
+        self.priorities = np.ascontiguousarray(
+            bottom_levels(graph) if priorities is None else priorities, dtype=np.float64
+        )
+        if self.priorities.shape != (graph.n_ops,):
+            raise SolverError(
+                f"priorities: expected {graph.n_ops} values (one per op), "
+                f"got shape {self.priorities.shape}"
+            )
+        if reference is None:
+            reference = heft_timeline(graph, machine).makespan
+        if not reference > 0:
+            raise SolverError(f"reference makespan must be > 0, got {reference}")
+        self.reference = reference
+
+    def check(self, placements: np.ndarray) -> np.ndarray:
+        """[B, n_ops] int32 placements, or a SolverError naming the first bad op."""
+        placements = np.atleast_2d(np.asarray(placements))
+        if placements.ndim != 2 or placements.shape[1] != self.graph.n_ops:
+            raise SolverError(
+                f"placements: expected shape [B, {self.graph.n_ops}], got {placements.shape}"
+            )
+        bad = np.argwhere((placements < 0) | (placements >= self.machine.n_devices))
+        if bad.size:
+            row, op = bad[0]
+            raise SolverError(
+                f"placements[{row}]: op '{self.graph.op_names[op]}' is on device "
+                f"{placements[row, op]}, outside 0..{self.machine.n_devices - 1}"
+            )
+        return np.ascontiguousarray(placements, dtype=np.int32)
+
+    def _scores(
+        self, placements: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(peaks [B, d], makespans [B], orders [B, L], lengths [B]) of checked placements."""
+        orders, lengths = ready_queue_orders(self.graph, self.machine, placements, self.priorities)
+        peaks, makespans, status = self.scorer.evaluate_population(placements, orders, lengths)
+        if status[:, 0].any():  # the scheduler builds valid orders by construction
+            raise AssertionError(f"ready-queue order refused by the scorer: {status[0]}")
+        return peaks, makespans, orders[:, : lengths.max(initial=0)], lengths
+
+    def step(self, placements: np.ndarray) -> PlacementOutcome:
+        """Scores a batch of placements ([B, n_ops] or [n_ops])."""
+        placements = self.check(placements)
+        peaks, makespans, _, _ = self._scores(placements)
+        capacity = self.machine.capacity
+        excess = (
+            np.zeros(len(makespans), dtype=np.int64)
+            if capacity is None
+            else np.maximum(peaks - capacity, 0).sum(axis=1)
+        )
+        reward = np.where(excess > 0, INFEASIBLE_REWARD, -np.sqrt(makespans / self.reference))
+        return PlacementOutcome(makespans, peaks, excess, reward)
+
+    def solution(self, placement: np.ndarray) -> Solution:
+        """The contract solution of one placement: its ready-queue order, re-scorable."""
+        placements = self.check(placement)
+        _, _, orders, lengths = self._scores(placements)
+        return Solution(placements[0], orders[0, : lengths[0]], self.machine.n_devices)

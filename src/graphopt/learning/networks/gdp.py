@@ -1,0 +1,108 @@
+"""GDP's placement policy (paper 003 section 3; GO paper 002 section 4): every op's device at once.
+
+GraphSAGE embeds each op (`encoders.graphsage`); a placer reads the ops in topological order in
+segments, Transformer-XL style: each segment attends to itself and to the previous segment's
+states, kept as a memory without gradient, and no positional encoding is added (the order is in
+the features and the memory). Parameter superposition (GDP eq. 4) conditions every placer layer
+on the graph: its input is scaled feature-wise by 1 + tanh(W c), with c the mean-pooled op
+embedding plus an embedding of the device count d; W starts at zero, so an untrained network is
+the plain placer, and one network serves many graphs and every d in 2..max_devices. The head
+gives each op logits over max_devices devices, those >= d masked out; ops are placed
+independently given the states, so one forward pass samples any number of placements.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from graphopt.learning.batching import GraphBatch, graph_mean
+from graphopt.learning.encoders.graphsage import GraphSAGEEncoder
+from graphopt.learning.encoders.mlp import mlp
+from graphopt.learning.networks.gdp_config import GDPConfig
+from graphopt.learning.placement_features import PLACEMENT_FEATURE_NAMES
+
+
+class SegmentLayer(nn.Module):
+    """One placer layer: conditioned input, attention over [memory, segment], feed-forward."""
+
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.modulation = nn.Linear(hidden, hidden)
+        nn.init.zeros_(self.modulation.weight)
+        nn.init.zeros_(self.modulation.bias)
+        self.attention = nn.MultiheadAttention(hidden, heads, batch_first=True)
+        self.attention_norm = nn.LayerNorm(hidden)
+        self.feed_forward = mlp(hidden, 2 * hidden, hidden)
+        self.feed_forward_norm = nn.LayerNorm(hidden)
+
+    def forward(self, x: Tensor, memory: Tensor | None, condition: Tensor) -> Tensor:
+        """[S, H] segment states -> [S, H], given [M, H] memory (or None) and [H] condition."""
+        x = x * (1.0 + torch.tanh(self.modulation(condition)))
+        context = x if memory is None else torch.cat([memory, x])
+        attended, _ = self.attention(x[None], context[None], context[None], need_weights=False)
+        x = self.attention_norm(x + attended[0])
+        return self.feed_forward_norm(x + self.feed_forward(x))
+
+
+class GDPPolicy(nn.Module):
+    """Placement logits of every op of a batch of graphs.
+
+    Args:
+        config: the network's shape.
+    """
+
+    def __init__(self, config: GDPConfig) -> None:
+        super().__init__()
+        self.config = config
+        hidden = config.hidden
+        self.encoder = GraphSAGEEncoder(len(PLACEMENT_FEATURE_NAMES), hidden, config.sage_layers)
+        self.graph_embedding = mlp(hidden, hidden)
+        self.device_count = nn.Embedding(config.max_devices + 1, hidden)
+        self.layers = nn.ModuleList(
+            SegmentLayer(hidden, config.heads) for _ in range(config.placer_layers)
+        )
+        self.head = mlp(hidden, hidden, config.max_devices)
+        prior = config.pipeline_prior
+        # softplus(raw) = a > 0, learned; absent when the config has no prior.
+        self.prior_strength = (
+            None if prior is None else nn.Parameter(torch.tensor(float(prior)).expm1().log())
+        )
+
+    def forward(self, batch: GraphBatch, n_devices: int) -> Tensor:
+        """[N, max_devices] logits, -inf at devices >= n_devices."""
+        if not 2 <= n_devices <= self.config.max_devices:
+            raise ValueError(
+                f"this policy places onto 2..{self.config.max_devices} devices, got {n_devices}"
+            )
+        h = self.encoder(batch)
+        n_graphs = batch.ptr.shape[0] - 1
+        condition = self.graph_embedding(graph_mean(h, batch.batch, n_graphs))
+        condition = condition + self.device_count.weight[n_devices]
+        placed = torch.empty_like(h)
+        ptr = batch.ptr.tolist()
+        for g in range(n_graphs):
+            order = ptr[g] + torch.argsort(batch.topological_rank[ptr[g] : ptr[g + 1]])
+            placed[order] = self._place(h[order], condition[g])
+        logits = self.head(placed)
+        if self.prior_strength is not None:
+            position = batch.x[:, PLACEMENT_FEATURE_NAMES.index("topological_position")]
+            devices = torch.arange(self.config.max_devices, dtype=logits.dtype) + 0.5
+            gap = devices[None, :] - n_devices * position[:, None]
+            logits = logits - nn.functional.softplus(self.prior_strength) * gap.square()
+        masked = torch.arange(self.config.max_devices) >= n_devices
+        return logits.masked_fill(masked, float("-inf"))
+
+    def _place(self, ops: Tensor, condition: Tensor) -> Tensor:
+        """[n, H] op states in topological order -> [n, H], segment by segment."""
+        segment = self.config.segment
+        memories: list[Tensor | None] = [None] * len(self.layers)
+        outputs = []
+        for start in range(0, ops.shape[0], segment):
+            x = ops[start : start + segment]
+            for index, layer in enumerate(self.layers):
+                memory = memories[index]
+                memories[index] = x.detach()
+                x = layer(x, memory, condition)
+            outputs.append(x)
+        return torch.cat(outputs) if outputs else ops

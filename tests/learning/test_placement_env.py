@@ -1,0 +1,69 @@
+"""GDP's placement environment: exact makespans, GDP's reward, capacity, bad placements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphopt.costmodels._reference import reference_score
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.generators import generate
+from graphopt.ir.solution import Solution
+from graphopt.learning.envs.placement import INFEASIBLE_REWARD, PlacementEnv
+from graphopt.solvers.base import SolverError
+from graphopt.solvers.list_scheduling import TimedSchedule, heft_timeline
+
+
+def test_rewards_are_gdps_of_exact_makespans() -> None:
+    graph = generate("layered", 80, seed=2)
+    machine = Machine(n_devices=3, latency=0.05, bandwidth=1e6)
+    env = PlacementEnv(graph, machine)
+    placements = np.random.default_rng(1).integers(0, 3, (6, graph.n_ops))
+    outcome = env.step(placements)
+    assert outcome.reward.shape == (6,) and not outcome.excess.any()
+    for b in range(6):
+        solution = env.solution(placements[b])
+        expected = reference_score(graph, solution, machine)
+        assert outcome.makespan[b] == expected.makespan
+        assert tuple(outcome.peaks[b]) == expected.peak_memory_per_device
+        assert outcome.reward[b] == pytest.approx(-np.sqrt(expected.makespan / env.reference))
+    heft = heft_timeline(graph, machine)
+    assert env.reference == reference_score(graph, heft_solution(heft, 3), machine).makespan
+    # Random placements are worse than HEFT's schedule on this graph: rewards below -1.
+    assert (outcome.reward < -1.0).all()
+
+
+def heft_solution(timed: TimedSchedule, n_devices: int) -> Solution:
+    return Solution(timed.placement, timed.events, n_devices)
+
+
+def test_a_placement_over_capacity_gets_the_infeasible_reward() -> None:
+    graph = generate("layered", 60, seed=4)
+    roomy = PlacementEnv(graph, Machine(n_devices=2))
+    spread = np.arange(graph.n_ops) % 2
+    together = np.zeros(graph.n_ops, dtype=np.int64)
+    peaks = roomy.step(np.stack([spread, together])).peaks
+    capacity = int(peaks[0].max())  # the spread placement fits, all on one device does not
+    assert peaks[1].max() > capacity
+    env = PlacementEnv(graph, Machine(n_devices=2, capacity=capacity), reference=roomy.reference)
+    outcome = env.step(np.stack([spread, together]))
+    assert outcome.excess[0] == 0 and outcome.reward[0] > INFEASIBLE_REWARD
+    assert outcome.excess[1] == peaks[1].max() - capacity
+    assert outcome.reward[1] == INFEASIBLE_REWARD
+
+
+def test_bad_placements_and_priorities_are_refused_naming_the_item() -> None:
+    graph = generate("layered", 20, seed=1)
+    env = PlacementEnv(graph, Machine(n_devices=2))
+    placement = np.zeros(graph.n_ops, dtype=np.int64)
+    placement[5] = 2
+    with pytest.raises(
+        SolverError,
+        match=rf"placements\[0\]: op '{graph.op_names[5]}' is on "
+        r"device 2, outside 0\.\.1",
+    ):
+        env.step(placement)
+    with pytest.raises(SolverError, match=r"expected shape \[B, 20\]"):
+        env.step(np.zeros((2, 19), dtype=np.int64))
+    with pytest.raises(SolverError, match="expected 20 values"):
+        PlacementEnv(graph, Machine(n_devices=2), priorities=np.ones(3))
