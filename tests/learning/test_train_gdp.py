@@ -76,3 +76,20 @@ def test_the_pipeline_prior_starts_from_a_split_along_the_topological_order() ->
             chosen = policy(make_batch([features]), d).argmax(-1).numpy()
         expected = np.minimum((d * position).astype(int), d - 1)
         assert (chosen == expected).mean() > 0.95
+
+
+def test_a_trainer_restored_at_a_step_continues_as_the_uninterrupted_one() -> None:
+    graph = generate("layered", 30, seed=1)
+    env = PlacementEnv(graph, Machine(n_devices=2, latency=0.05, bandwidth=3e5))
+    config = GDPTrainConfig(samples=8, steps=4)
+    torch.manual_seed(0)
+    whole = GDPTrainer(GDPPolicy(SMALL), [env], config, seed=3)
+    records = [whole.step() for _ in range(4)]
+    torch.manual_seed(0)
+    first = GDPTrainer(GDPPolicy(SMALL), [env], config, seed=3)
+    first.step(), first.step()
+    second = GDPTrainer(GDPPolicy(SMALL), [env], config, seed=3)
+    second.policy.load_state_dict(first.policy.state_dict())
+    second.optimizer.load_state_dict(first.optimizer.state_dict())
+    second.step_index = first.step_index
+    assert [second.step(), second.step()] == records[2:]

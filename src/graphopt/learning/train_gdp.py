@@ -80,7 +80,8 @@ class GDPTrainer:
         policy: the network to train (in place).
         envs: one environment per training graph.
         config: PPO settings.
-        seed: seeds every sample the trainer draws.
+        seed: with the step number, seeds every sample a step draws, so that a run resumed
+            from its weights, Adam's state and `step_index` continues exactly.
     """
 
     def __init__(
@@ -95,17 +96,17 @@ class GDPTrainer:
         self.config = config
         self.batches = [make_batch([placement_features(env.graph)]) for env in self.envs]
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-        self.generator = torch.Generator().manual_seed(seed)
+        self.seed = seed
         self.step_index = 0
 
-    def sample(self, index: int, samples: int) -> tuple[np.ndarray, torch.Tensor]:
+    def sample(
+        self, index: int, samples: int, generator: torch.Generator
+    ) -> tuple[np.ndarray, torch.Tensor]:
         """Placements [samples, n_ops] of graph `index` and their per-op log-probabilities."""
         env, batch = self.envs[index], self.batches[index]
         with torch.no_grad():
             log_p = torch.log_softmax(self.policy(batch, env.machine.n_devices), dim=-1)
-        actions = torch.multinomial(
-            log_p.exp(), samples, replacement=True, generator=self.generator
-        ).T
+        actions = torch.multinomial(log_p.exp(), samples, replacement=True, generator=generator).T
         return actions.numpy().astype(np.int32), log_p.gather(1, actions.T).T
 
     def step(self) -> StepRecord:
@@ -115,15 +116,16 @@ class GDPTrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = config.learning_rate * ppo.learning_rate_factor(progress)
         entropy_weight = ppo.entropy_weight_at(progress)
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step_index)
         rollouts = []
         for index, env in enumerate(self.envs):
-            placements, old_log_p = self.sample(index, config.samples)
+            placements, old_log_p = self.sample(index, config.samples, generator)
             reward = torch.from_numpy(env.step(placements).reward)
             advantages = trajectory_advantages(reward, ppo.normalize_advantages)
             rollouts.append((torch.from_numpy(placements).long(), old_log_p, advantages, reward))
         parts = []
         for _ in range(ppo.epochs):
-            order = torch.randperm(config.samples, generator=self.generator)
+            order = torch.randperm(config.samples, generator=generator)
             for chunk in order.chunk(ppo.minibatches):
                 self.optimizer.zero_grad()
                 total = 0.0
