@@ -92,6 +92,35 @@ def train_gflownet(
     )
 
 
+@app.command("gdp")
+@user_errors
+def train_gdp(
+    config: Annotated[
+        str, typer.Argument(help="GDP training config JSON, or a shipped config name (gdp).")
+    ],
+    output: Output,
+    resume: Resume = False,
+    steps: Steps = None,
+) -> None:
+    """Train a GDP placement policy with PPO (papers 003, 002); best.pt is the trained policy."""
+    from graphopt.learning.train_gdp import TrainConfig, train
+
+    settings = _override_run(TrainConfig.load(config), steps=steps)
+    state = _with_progress(
+        f"train {settings.name}",
+        settings.run.steps,
+        lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
+        lambda row: f"validation reward {row['validation_reward']:.4f}",
+        lambda progress: train(settings, output, resume=resume, progress=progress),
+    )
+    typer.echo(
+        f"trained {state.step} steps in {state.seconds:.0f} s; best validation reward "
+        f"{state.best_validation:.4f} at step {state.best_step} (step 0: "
+        f"{state.history[0]['validation_reward']:.4f}, the untrained start); policy: "
+        f"{output / 'best.pt'}"
+    )
+
+
 def _with_progress(
     title: str,
     steps: int,

@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -45,10 +44,9 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
-from graphopt.ir.io import read_graph, read_json
+from graphopt.learning import runs
 from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.envs.gflownet import PartialSchedules, connected_subgraph, log_reward
-from graphopt.learning.formats import CheckpointError, integer, json_field, number
 from graphopt.learning.networks.gflownet import (
     GFlowNetPolicy,
     replay_trajectories,
@@ -64,22 +62,21 @@ from graphopt.learning.networks.gflownet_config import (
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
 from graphopt.learning.objectives.ppo import PPOConfig, ppo_loss, trajectory_advantages
 from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
-from graphopt.learning.optim import AdamConfig
+from graphopt.learning.optim import AdamConfig, clipped_step, learning_rate, minibatches
 from graphopt.learning.runs import (
+    GRAPH_PREFIX,
     RunConfig,
     RunLog,
     RunState,
     TrainingError,
-    check_finite,
-    check_resumable,
-    config_path,
+    graph_files,
+    load_config,
     open_run,
-    run_record,
+    restore_run,
     run_steps,
     training_graphs,
     write_config,
 )
-from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
 
 Backward = Literal["learned", "uniform"]
 """P_B learned by the backward head (paper 004) or fixed uniform over the removable ops."""
@@ -251,15 +248,8 @@ class TrainConfig:
     @classmethod
     def load(cls, source: str | Path) -> TrainConfig:
         """A config from a JSON file, or the shipped config of that name."""
-        path = config_path(source)
-        try:
-            return cls.from_dict(read_json(path, TrainingError))
-        except TrainingError as error:
-            raise TrainingError(f"{path}: {error}") from None
+        return load_config(cls, source, "GFlowNet training config")
 
-
-GRAPH_PREFIX = "graph:"
-"""A `dataset` naming graph files, comma-separated, instead of a built dataset."""
 
 LOG_COLUMNS = (
     "step",
@@ -304,7 +294,17 @@ def train(
     optimizer = config.optimizer.optimizer(network.parameters())
     state = RunState()
     if resume and last.exists():
-        state = _restore(last, config, network, optimizer)
+        state = restore_run(
+            last,
+            GFLOWNET_FORMAT,
+            TrainConfig.from_dict,
+            config,
+            network,
+            lambda: GFlowNetPolicy(config.policy),
+            optimizer,
+            config.updates_per_step,
+            config.optimizer.grad_clip,
+        )
     write_config(run_dir, config)
     machine = config.proxy.machine(config.policy.n_devices)
     if config.dataset.startswith(GRAPH_PREFIX):
@@ -331,10 +331,7 @@ def train(
 
 def _graph_files(config: TrainConfig, machine: Machine) -> tuple[_Graphs, np.ndarray, np.ndarray]:
     """The graphs of a `graph:` dataset: all trained on, the smallest validated on."""
-    paths = [path.strip() for path in config.dataset.removeprefix(GRAPH_PREFIX).split(",")]
-    if not all(paths):
-        raise TrainingError(f"dataset {config.dataset!r}: an empty graph path (a stray comma?)")
-    files = [read_graph(path) for path in paths]
+    files = graph_files(config.dataset)
     train_ids = np.arange(len(files))
     sizes = np.array([graph.n_ops for graph in files])
     valid_ids = np.sort(np.argsort(sizes, kind="stable")[: config.run.validation_graphs])
@@ -405,10 +402,13 @@ def _step(
             sampled.log_pf,
             sampled.log_pb,
         )
-        losses, norms = [float(loss.detach())], [_update(config, network, optimizer, loss, step)]
+        losses, norms = (
+            [float(loss.detach())],
+            [clipped_step(network, optimizer, loss, step, config.optimizer.grad_clip)],
+        )
     else:
         losses, norms = [], []
-        for index in _minibatches(rng, len(log_r), config.replay.epochs, config.replay.minibatches):
+        for index in minibatches(rng, len(log_r), config.replay.epochs, config.replay.minibatches):
             replay = replay_trajectories(
                 network, graph, graphs.machine, sampled.actions[index], sigma, masks
             )
@@ -424,7 +424,7 @@ def _step(
                 sampled.log_pb[index],
             )
             losses.append(float(loss.detach()))
-            norms.append(_update(config, network, optimizer, loss, step))
+            norms.append(clipped_step(network, optimizer, loss, step, config.optimizer.grad_clip))
     return {
         "step": step + 1,
         "loss": float(np.mean(losses)),
@@ -456,39 +456,6 @@ def _gflownet_loss(
     return trajectory_balance_loss(log_z, log_r, log_pf, log_pb)
 
 
-def _minibatches(
-    rng: np.random.Generator, batch: int, epochs: int, minibatches: int
-) -> Iterator[torch.Tensor]:
-    """Trajectory indices of each update, for replayed GFlowNet updates and PPO alike.
-
-    Each of `epochs` passes shuffles the batch and cuts it in `minibatches` near-equal parts.
-    """
-    for _ in range(epochs):
-        for part in np.array_split(rng.permutation(batch), minibatches):
-            yield torch.from_numpy(part)
-
-
-def _update(
-    config: TrainConfig,
-    network: GFlowNetPolicy,
-    optimizer: torch.optim.Optimizer,
-    loss: torch.Tensor,
-    step: int,
-) -> float:
-    """One clipped Adam step on `loss`; returns the gradient norm before clipping.
-
-    Raises:
-        TrainingError: a non-finite loss or gradient (nothing is changed then).
-    """
-    check_finite(step, loss=float(loss.detach()))
-    optimizer.zero_grad()
-    loss.backward()
-    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), config.optimizer.grad_clip))
-    check_finite(step, gradient_norm=norm)
-    optimizer.step()
-    return norm
-
-
 def _ppo_step(
     config: TrainConfig,
     network: GFlowNetPolicy,
@@ -517,11 +484,11 @@ def _ppo_step(
     advantages = trajectory_advantages(log_r, ppo.normalize_advantages)
     progress = step / config.run.steps
     entropy_weight = ppo.entropy_weight_at(progress)
-    learning_rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
+    rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
     totals = np.zeros(5)  # loss, gradient norm, entropy, clip fraction, approximate KL
     batch = sampled.actions.shape[0]
-    with _learning_rate(optimizer, learning_rate):
-        for index in _minibatches(rng, batch, ppo.epochs, ppo.minibatches):
+    with learning_rate(optimizer, rate):
+        for index in minibatches(rng, batch, ppo.epochs, ppo.minibatches):
             replay = replay_trajectories(
                 network, graph, machine, sampled.actions[index], ppo.sigma, masks
             )
@@ -533,7 +500,7 @@ def _ppo_step(
                 ppo.clip,
                 entropy_weight,
             )
-            norm = _update(config, network, optimizer, loss.total, step)
+            norm = clipped_step(network, optimizer, loss.total, step, config.optimizer.grad_clip)
             totals += [
                 float(loss.total.detach()),
                 norm,
@@ -556,23 +523,6 @@ def _ppo_step(
         "clip_fraction": float(means[3]),
         "approx_kl": float(means[4]),
     }
-
-
-@contextmanager
-def _learning_rate(optimizer: torch.optim.Optimizer, rate: float) -> Iterator[None]:
-    """Steps with `rate` inside, and puts the configured rate back after.
-
-    The decayed rate is a function of the step, never state: a checkpoint's Adam state keeps
-    the config's rate, which `load_adam` checks on resume.
-    """
-    configured = [group["lr"] for group in optimizer.param_groups]
-    for group in optimizer.param_groups:
-        group["lr"] = rate
-    try:
-        yield
-    finally:
-        for group, lr in zip(optimizer.param_groups, configured, strict=True):
-            group["lr"] = lr
 
 
 def _validate(
@@ -606,49 +556,9 @@ def save_run(
     config: TrainConfig,
     state: RunState,
 ) -> None:
-    """Writes best.pt (no optimizer: the policy) or last.pt (with the optimizer and run state)."""
-    record: dict[str, Any] = {
-        "format": GFLOWNET_FORMAT.tag,
+    """Writes best.pt (the policy) or last.pt (with the optimizer and run state)."""
+    fields = {
         "policy_config": json.dumps(asdict(config.policy)),
         "proxy": json.dumps(asdict(config.proxy)),
-        "model_state": network.state_dict(),
-        "train_config": json.dumps(asdict(config)),
-        "step": state.step,
-        "best_validation": state.best_validation,
-        "best_step": state.best_step,
     }
-    if optimizer is not None:
-        record.update(run_record(optimizer, state))
-    save_checkpoint(path, record)
-
-
-def _restore(
-    path: Path, config: TrainConfig, network: GFlowNetPolicy, optimizer: torch.optim.Optimizer
-) -> RunState:
-    """The run state of last.pt, with weights and Adam's state loaded, if its config is ours."""
-    record = read_checkpoint(path, GFLOWNET_FORMAT)
-    for key in ("optimizer_state", "seconds", "history"):
-        if key not in record:
-            raise CheckpointError(f"{path}: not a training run's checkpoint (no '{key}')")
-    stored = json_field(record["train_config"], f"{path}: train_config")
-    try:
-        stored_config = TrainConfig.from_dict(stored)
-    except TrainingError as error:
-        raise CheckpointError(f"{path}: train_config: {error}") from None
-    check_resumable(path, stored_config, config)
-    load_weights(
-        network,
-        lambda: GFlowNetPolicy(config.policy),
-        record["model_state"],
-        f"{path}: model_state",
-    )
-    step = integer(record["step"], f"{path}: step", 0, 2**62)
-    best_step = integer(record["best_step"], f"{path}: best_step", 0, step)
-    best_validation = number(record["best_validation"], f"{path}: best_validation")
-    seconds = number(record["seconds"], f"{path}: seconds")
-    updates = step * config.updates_per_step
-    load_adam(optimizer, record["optimizer_state"], updates, config.optimizer.grad_clip, path)
-    history = json_field(record["history"], f"{path}: history")
-    if not isinstance(history, list) or len(history) != step + 1:
-        raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
-    return RunState(step, best_validation, best_step, max(seconds, 0.0), history)
+    runs.save_run(path, GFLOWNET_FORMAT, network, optimizer, config, state, fields)

@@ -85,6 +85,11 @@ class PlacementEnv:
             raise SolverError(f"reference makespan must be > 0, got {reference}")
         self.reference = reference
 
+    @property
+    def n_devices(self) -> int:
+        """d, the devices placements choose from."""
+        return self.machine.n_devices
+
     def check(self, placements: np.ndarray) -> np.ndarray:
         """[B, n_ops] int32 placements, or a SolverError naming the first bad op."""
         placements = np.atleast_2d(np.asarray(placements))

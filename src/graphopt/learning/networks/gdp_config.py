@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graphopt.configs import FieldError
+from graphopt.learning.formats import CheckpointFormat
 
 GDP_MAX_DEVICES = 8
 """Most devices one GDP network places onto (paper 003 evaluates 2, 4 and 8)."""
@@ -55,3 +56,22 @@ class GDPConfig:
             raise FieldError("pipeline_prior", f"must be > 0 (or null), got {self.pipeline_prior}")
         if self.hidden % self.heads:
             raise FieldError("heads", f"must divide hidden ({self.hidden}), got {self.heads}")
+
+
+GDP_FORMAT = CheckpointFormat(
+    "graphopt.gdp-policy/1",
+    "GDP policy",
+    (
+        "format",
+        "policy_config",
+        "machine",
+        "model_state",
+        "train_config",
+        "step",
+        "best_validation",
+        "best_step",
+    ),
+    ("optimizer_state", "seconds", "history"),
+)
+"""GDP checkpoints: the policy with its machine and training config, and a training run's state
+with them (last.pt)."""
