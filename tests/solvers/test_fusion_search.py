@@ -119,3 +119,13 @@ def test_local_search_climbs_fusion_priorities_from_its_best_unfused_solution() 
     unfused = LocalSearch().solve(Problem(graph, Machine(n_devices=2), "makespan"), Budget(1500), 0)
     # On two devices groups only delay this graph: the climb keeps its unfused best.
     assert LocalSearch().solve(two, Budget(evaluations=3000), 0).value <= unfused.value
+
+
+def test_local_search_with_fusion_on_a_graph_without_classes_climbs_the_other_genes() -> None:
+    fused = generate("layered", 40, seed=2, fusion=True)  # a kernel, but every class "none":
+    graph = fused.with_op_attrs([{**a, "fusion": "none"} for a in fused.op_attrs])
+    assert not graph.op_fusion.any()  # the chromosome has no fusion genes
+    problem = Problem(graph, Machine(n_devices=2), "makespan", fusion=True)
+    result = LocalSearch().solve(problem, Budget(evaluations=600), 0)
+    assert result.solution.n_groups == 0
+    assert reference_score(graph, result.solution, problem.machine).makespan == result.value

@@ -134,8 +134,9 @@ class LocalSearch(Solver):
         Starts: the best of the chromosomes `RandomKeyDecoder.seeds` gives for the known
         solutions (one with every fusion priority at 1 among them), then uniform ones. A move
         picks an op and redraws its device genes (with `device_move_probability`), else its
-        order priority or its fusion priority, one or the other with even odds; a step decodes
-        and scores `neighbourhood_size` moves in one parallel batch.
+        order priority or its fusion priority, one or the other with even odds (the order
+        priority when no op has a fusion class); a step decodes and scores `neighbourhood_size`
+        moves in one parallel batch.
         """
         config = self.config
         decoder = RandomKeyDecoder(problem)
@@ -157,7 +158,7 @@ class LocalSearch(Solver):
                 ops = rng.integers(0, n_ops, size)
                 kind = rng.random(size)
                 device_move = kind < config.device_move_probability
-                fusion_move = ~device_move & (rng.random(size) < 0.5)
+                fusion_move = ~device_move & (rng.random(size) < 0.5) & layout.fusion
                 neighbours = np.repeat(current[None], size, axis=0)
                 for row, op in enumerate(ops):
                     if device_move[row]:
