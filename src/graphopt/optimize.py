@@ -93,6 +93,7 @@ def optimize(
     policy: str | None = None,
     candidates: int = 0,
     fusion: str = "none",
+    finetune: int = 0,
 ) -> OptimizeResult:
     """Optimizes placement and schedule of `graph` on `machine` for `objective`.
 
@@ -116,6 +117,8 @@ def optimize(
             `solvers.fusion.FUSION_POLICIES` that then fuses ops on the best placement and
             order found ("none": no fusion). With fusion the bound is one that fusion cannot
             beat (`bounds.fused_*`).
+        finetune: steps of training on the graph before solving it, for the solvers that
+            fine-tune a policy (gdp; 0: zero-shot).
 
     Raises:
         SolverError: unknown solver or objective, bad budget, bad pins, a policy for a
@@ -137,7 +140,7 @@ def optimize(
         pins_from_names(graph, pins or {}),
         fusion=fusion == "search" and classes,
     )
-    chosen = make_solver(solver, policy)
+    chosen = make_solver(solver, policy, finetune)
     if candidates < 0:
         raise SolverError(f"candidates (top K) must be >= 1, or 0 for none, got {candidates}")
     if candidates and not isinstance(chosen, CandidateSampler):

@@ -167,9 +167,13 @@ def optimize(
     policy: Annotated[
         str | None,
         typer.Option(
-            help="Policy checkpoint for regal, gas, idrs or gflownet (default: the shipped one)."
+            help="Policy checkpoint of a learned solver (regal, gas, idrs, gflownet, gdp).",
         ),
     ] = None,
+    finetune: Annotated[
+        int,
+        typer.Option(min=0, help="PPO steps on the graph before placing it (--solver gdp)."),
+    ] = 0,
     budget: Annotated[
         int | None,
         typer.Option(help="Evaluations (repeatable with --seed) [default: --time 10 if neither]."),
@@ -251,6 +255,7 @@ def optimize(
                 policy,
                 top_k if candidates is not None else 0,
                 fusion,
+                finetune,
             )
         except KeyboardInterrupt:
             typer.echo("error: interrupted before any solution was found", err=True)

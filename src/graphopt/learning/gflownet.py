@@ -16,7 +16,6 @@ also bounds how long the budget waits for a chunk to finish on large graphs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -24,13 +23,12 @@ from functools import cache
 import numpy as np
 import torch
 
-from graphopt.configs import read_config
 from graphopt.ir.solution import Solution
 from graphopt.learning.encoders.topoformer import relation_masks
-from graphopt.learning.formats import CheckpointError, json_field, shipped_policy_path
+from graphopt.learning.formats import CheckpointError, shipped_policy_path
 from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
 from graphopt.learning.networks.gflownet_config import GFLOWNET_FORMAT, GFlowNetConfig
-from graphopt.learning.runs import TrainingError
+from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.train_gflownet import TrainConfig
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
@@ -86,15 +84,7 @@ def load_gflownet_policy(path: str, n_devices: int) -> tuple[GFlowNetPolicy, flo
         CheckpointError: not a GFlowNet checkpoint, malformed, or for another device count.
     """
     record = read_checkpoint(path, GFLOWNET_FORMAT)
-    try:
-        trained = TrainConfig.from_dict(json_field(record["train_config"], f"{path}: train_config"))
-    except TrainingError as error:
-        raise CheckpointError(f"{path}: train_config: {error}") from None
-    try:
-        data = json.loads(record["policy_config"])
-        config = read_config(GFlowNetConfig, data, "policy_config", CheckpointError)
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{path}: policy_config: must be JSON text ({error})") from None
+    trained, config = stored_configs(record, path, TrainConfig.from_dict, GFlowNetConfig)
     if config.n_devices != n_devices:
         raise CheckpointError(
             f"{path} is a policy for {config.n_devices} devices, the machine has {n_devices}"

@@ -40,6 +40,7 @@ from graphopt.learning.formats import (
 from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
 
 Config = TypeVar("Config")
+Network = TypeVar("Network")
 
 Row = dict[str, float]
 """One log row: `step` and named scalars."""
@@ -374,6 +375,31 @@ def save_run(
     save_checkpoint(path, record)
 
 
+def stored_configs(
+    record: dict[str, Any],
+    path: str | Path,
+    parse: Callable[[Any], Config],
+    network_config: type[Network],
+) -> tuple[Config, Network]:
+    """A checkpoint's training config and network config, each error naming the file and field.
+
+    Args:
+        record: the checkpoint's fields (`saving.read_checkpoint`).
+        path: the file, for messages.
+        parse: the system's training config reader (`TrainConfig.from_dict`).
+        network_config: the system's network config dataclass.
+    """
+    try:
+        trained = parse(json_field(record["train_config"], f"{path}: train_config"))
+    except TrainingError as error:
+        raise CheckpointError(f"{path}: train_config: {error}") from None
+    try:
+        data = json.loads(record["policy_config"])
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: policy_config: must be JSON text ({error})") from None
+    return trained, read_config(network_config, data, "policy_config", CheckpointError)
+
+
 def restore_run(
     path: Path,
     form: CheckpointFormat,
@@ -402,9 +428,8 @@ def restore_run(
     for key in ("optimizer_state", "seconds", "history"):
         if key not in record:
             raise CheckpointError(f"{path}: not a training run's checkpoint (no '{key}')")
-    stored = json_field(record["train_config"], f"{path}: train_config")
     try:
-        stored_config = parse(stored)
+        stored_config = parse(json_field(record["train_config"], f"{path}: train_config"))
     except TrainingError as error:
         raise CheckpointError(f"{path}: train_config: {error}") from None
     check_resumable(path, stored_config, config)

@@ -23,6 +23,8 @@ class SolverEntry(NamedTuple):
     description: str
     learned: bool = False
     """Steered by a trained policy, whose checkpoint a user may pass instead of the shipped one."""
+    finetunes: bool = False
+    """Its factory takes `finetune`, steps of training on the graph before solving it."""
 
 
 SOLVERS: dict[str, SolverEntry] = {
@@ -161,6 +163,14 @@ SOLVERS: dict[str, SolverEntry] = {
         "makespan, 4 devices)",
         learned=True,
     ),
+    "gdp": SolverEntry(
+        "graphopt.learning.gdp",
+        "gdp",
+        "GDP: a placement policy places every op in one pass (zero-shot, --finetune STEPS "
+        "of PPO first), GO's ready-queue schedule (paper 003; makespan, 2-8 devices)",
+        learned=True,
+        finetunes=True,
+    ),
     "cp-sat": SolverEntry(
         "graphopt.solvers.cpsat",
         "CPSATSolver",
@@ -176,17 +186,28 @@ def check_solver(name: str) -> None:
         raise SolverError(f"unknown solver {name!r}; valid solvers: {', '.join(SOLVERS)}")
 
 
-def make_solver(name: str, policy: str | None = None) -> Solver:
+def make_solver(name: str, policy: str | None = None, finetune: int = 0) -> Solver:
     """The solver registered under `name`, steered by the checkpoint at `policy` if given.
 
+    Args:
+        name: a key of `SOLVERS`.
+        policy: a checkpoint for a learned solver (None: the shipped one).
+        finetune: training steps on the graph first, for a solver that fine-tunes (gdp).
+
     Raises:
-        SolverError: for an unknown name, listing the valid ones, or a policy for a solver
-            that takes none.
+        SolverError: for an unknown name, listing the valid ones, or a policy or fine-tuning
+            for a solver that takes none.
     """
     check_solver(name)
     entry = SOLVERS[name]
     if policy is not None and not entry.learned:
         learned = ", ".join(n for n, e in SOLVERS.items() if e.learned)
         raise SolverError(f"a policy file applies to the learned solvers {learned}, not {name!r}")
+    if finetune and not entry.finetunes:
+        tuned = ", ".join(n for n, e in SOLVERS.items() if e.finetunes)
+        raise SolverError(f"--finetune applies to {tuned}, not {name!r}")
     make: Callable[..., Solver] = getattr(importlib.import_module(entry.module), entry.factory)
-    return make() if policy is None else make(policy=policy)
+    options: dict[str, object] = {} if policy is None else {"policy": policy}
+    if finetune:
+        options["finetune"] = finetune
+    return make(**options)

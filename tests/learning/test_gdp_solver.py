@@ -1,0 +1,107 @@
+"""The gdp solver: a trained placement policy, zero-shot or fine-tuned, re-scored exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from graphopt.cli import app
+from graphopt.costmodels._reference import reference_score
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.generators import generate
+from graphopt.ir.io import read_solution, write_graph
+from graphopt.learning.gdp import GDP, GDPSolverConfig
+from graphopt.learning.networks.gdp_config import GDPConfig
+from graphopt.learning.optim import AdamConfig
+from graphopt.learning.runs import RunConfig
+from graphopt.learning.train_gdp import MachineConfig, TrainConfig, train
+from graphopt.solvers.base import Budget, Problem, SolverError
+from graphopt.solvers.registry import make_solver
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory) -> str:
+    """best.pt of a 4-step run on one toy graph (a small network, 2 devices)."""
+    folder = tmp_path_factory.mktemp("gdp")
+    write_graph(generate("layered", 40, seed=1), folder / "toy.json")
+    config = TrainConfig(
+        dataset=f"graph:{folder / 'toy.json'}",
+        policy=GDPConfig(hidden=16, sage_layers=1, placer_layers=1, segment=16, max_devices=4),
+        machine=MachineConfig(devices=2, latency=0.05, bandwidth=3e5),
+        samples=8,
+        optimizer=AdamConfig(learning_rate=1e-2),
+        run=RunConfig(steps=4, validate_every=2, checkpoint_every=2),
+    )
+    train(config, folder / "run")
+    return str(folder / "run" / "best.pt")
+
+
+@pytest.mark.parametrize("n_devices", [2, 4])
+def test_zero_shot_placements_on_any_device_count_are_valid_and_exact(policy, n_devices) -> None:
+    graph = generate("sbm", 60, seed=3)  # never trained on
+    machine = Machine(n_devices=n_devices, latency=1e-3, bandwidth=1e7)
+    problem = Problem(graph, machine, "makespan")
+    result = make_solver("gdp", policy).solve(problem, Budget(evaluations=100), seed=0)
+    assert result.evaluations == 1 + 64  # the most likely placement, then 64 samples
+    assert reference_score(graph, result.solution, machine).makespan == result.value
+    again = make_solver("gdp", policy).solve(problem, Budget(evaluations=100), seed=0)
+    assert again.value == result.value
+
+
+def test_fine_tuning_spends_its_samples_and_keeps_pins(policy) -> None:
+    graph = generate("layered", 50, seed=7)
+    machine = Machine(n_devices=2, latency=0.05, bandwidth=3e5)
+    pins = np.full(graph.n_ops, -1)
+    pins[[0, 5]] = 1
+    problem = Problem(graph, machine, "makespan", pins)
+    solver = GDP(GDPSolverConfig(policy=policy, finetune=3, samples=10))
+    result = solver.solve(problem, Budget(evaluations=1000), seed=1)
+    # zero-shot 1, 3 steps of 8 samples (the checkpoint's), then the most likely and 10 samples
+    assert result.evaluations == 1 + 3 * 8 + 1 + 10
+    assert (result.solution.placement[[0, 5]] == 1).all()
+    assert reference_score(graph, result.solution, machine).makespan == result.value
+    short = solver.solve(problem, Budget(evaluations=5), seed=1)
+    assert short.evaluations == 5 and short.solution is not None  # the zero-shot one was offered
+
+
+def test_bad_requests_are_refused_in_one_line(policy) -> None:
+    graph = generate("layered", 20, seed=1)
+    with pytest.raises(SolverError, match=r"places onto 2\.\.4 devices, the machine has 5"):
+        make_solver("gdp", policy).solve(Problem(graph, Machine(5), "makespan"), Budget(10))
+    with pytest.raises(SolverError, match="--finetune applies to gdp, not 'heft'"):
+        make_solver("heft", finetune=2)
+    with pytest.raises(SolverError, match="finetune must be in"):
+        GDPSolverConfig(finetune=-1)
+
+
+def test_the_optimize_command_fine_tunes_and_writes_a_rescorable_solution(policy, tmp_path) -> None:
+    graph = generate("layered", 30, seed=2)
+    write_graph(graph, tmp_path / "g.json")
+    out = tmp_path / "s.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "optimize", str(tmp_path / "g.json"), "--objective", "makespan", "--devices", "2",
+            "--solver", "gdp", "--policy", policy, "--finetune", "2", "--budget", "200",
+            "-o", str(out),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    solution = read_solution(out, graph)
+    assert reference_score(graph, solution, Machine(2)).makespan > 0
+    bad = CliRunner().invoke(
+        app, ["optimize", str(tmp_path / "g.json"), "--solver", "heft", "--finetune", "2",
+              "-o", str(tmp_path / "x.json")],
+    )  # fmt: skip
+    assert bad.exit_code == 2 and "--finetune applies to gdp" in bad.output
+
+
+def test_a_policy_for_another_system_is_refused_naming_both(policy, tmp_path) -> None:
+    from graphopt.learning.formats import shipped_policy_path
+
+    regal = shipped_policy_path("regal", "makespan", 2)
+    assert regal is not None
+    problem = Problem(generate("layered", 20, seed=1), Machine(2), "makespan")
+    with pytest.raises(SolverError, match="GDP policy"):
+        make_solver("gdp", regal).solve(problem, Budget(10))
