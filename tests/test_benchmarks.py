@@ -286,3 +286,17 @@ def test_gflownet_target(tmp_path: Path) -> None:
         for sigma in ("1", "0.01"):
             assert 1.0 <= row[f"ess_sigma_{sigma}"] <= 30 + 1e-9
             assert 0 < row[f"target_mean_sigma_{sigma}"] <= row["sampler_best"] + 1e-9
+
+
+def test_bench_fusion_scorer(tmp_path: Path) -> None:
+    out = tmp_path / "fusion.json"
+    run_script("bench_fusion_scorer.py", "--sizes", "200", "--devices", "1", "--json", out)
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["ops"] == 200 and row["groups"] > 0
+    assert_positive(row, ["without_seconds", "with_seconds", "ratio"])
+
+
+def test_bench_gdp_scale() -> None:
+    result = run_script("bench_gdp_scale.py", "--model", "wavenet-tiny", "--devices", "4")
+    assert "wavenet-tiny.training: 237 ops on 4 devices" in result.stdout
+    assert "peak resident memory" in result.stdout
