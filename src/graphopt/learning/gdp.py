@@ -115,6 +115,10 @@ class GDP(Solver):
     ) -> None:
         """Fine-tunes (if asked), then offers the most likely and the sampled placements."""
         graph, machine = problem.graph, problem.machine
+        if machine.n_devices == 1 or graph.n_ops == 0:  # one placement only: no policy needed
+            env = PlacementEnv(graph, machine, reference=1.0)
+            self._offer(problem, tracker, env, np.zeros(graph.n_ops, dtype=np.int32))
+            return
         policy, trained = self._checkpoint(machine.n_devices)
         graphs = Graphs({"train": [graph]}, machine)
         env, batch = graphs.get("train", 0)

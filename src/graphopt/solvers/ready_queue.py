@@ -141,7 +141,7 @@ def ready_queue_kernel(
         n_events += 1
         if code >= n_ops:  # a sync copy: its readers on this device may now be released
             t = (code - n_ops) // d
-            finish = start + m.latency + g.tensor_size[t] / m.bandwidth
+            finish = start + (m.latency + g.tensor_size[t] / m.bandwidth)  # the scorer's sum
             device_free[device] = finish
             for e in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
                 consumer = g.consumer_op[e]
@@ -153,7 +153,7 @@ def ready_queue_kernel(
         device_free[device] = finish
         for k in range(g.op_output_ptr[code], g.op_output_ptr[code + 1]):
             t = g.op_output_tensor[k]
-            arrival = finish + m.latency + g.tensor_size[t] / m.bandwidth
+            arrival = finish + (m.latency + g.tensor_size[t] / m.bandwidth)
             for e in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
                 consumer = g.consumer_op[e]
                 there = placement[consumer]

@@ -58,7 +58,8 @@ class PlacementEnv:
         priorities: [n_ops] scheduling priorities (larger first); None: the critical path's
             bottom levels, GO's default.
         reference: makespan that scores -1; None: the better of HEFT's own schedule
-            (`heft_timeline`) and the total runtime (every op on one device).
+            (`heft_timeline`) and the total runtime (every op on one device), or 1 s when
+            both are 0.
     """
 
     def __init__(
@@ -81,6 +82,8 @@ class PlacementEnv:
             )
         if reference is None:
             reference = min(heft_timeline(graph, machine).makespan, graph.total_runtime)
+            # No ops, or only zero runtimes: any positive scale keeps rewards finite.
+            reference = reference if reference > 0 else 1.0
         if not reference > 0:
             raise SolverError(f"reference makespan must be > 0, got {reference}")
         self.reference = reference
