@@ -22,7 +22,6 @@ import numpy as np
 import torch
 
 from graphopt.ir.solution import Solution
-from graphopt.learning.envs.placement import PlacementEnv
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.networks.gdp import GDPPolicy
 from graphopt.learning.networks.gdp_config import GDP_FORMAT, GDPConfig
@@ -30,6 +29,7 @@ from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.train_gdp import GDPTrainer, Graphs, TrainConfig, most_likely, sample
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.ready_queue import offer_placement
 
 
 @dataclass(frozen=True)
@@ -116,13 +116,12 @@ class GDP(Solver):
         """Fine-tunes (if asked), then offers the most likely and the sampled placements."""
         graph, machine = problem.graph, problem.machine
         if machine.n_devices == 1 or graph.n_ops == 0:  # one placement only: no policy needed
-            env = PlacementEnv(graph, machine, reference=1.0)
-            self._offer(problem, tracker, env, np.zeros(graph.n_ops, dtype=np.int32))
+            offer_placement(problem, tracker, np.zeros(graph.n_ops, dtype=np.int32))
             return
         policy, trained = self._checkpoint(machine.n_devices)
         graphs = Graphs({"train": [graph]}, machine)
         env, batch = graphs.get("train", 0)
-        self._offer(problem, tracker, env, most_likely(policy, batch, env.n_devices))
+        offer_placement(problem, tracker, most_likely(policy, batch, env.n_devices))
         if self.config.finetune:
             run = replace(trained.run, steps=self.config.finetune, seed=int(rng.integers(2**62)))
             tune = replace(trained, graphs_per_step=1, run=run)
@@ -130,25 +129,14 @@ class GDP(Solver):
             for step in range(self.config.finetune):
                 tracker.spend(min(tune.samples, tracker.remaining))
                 trainer.step(step)
-            self._offer(problem, tracker, env, most_likely(policy, batch, env.n_devices))
+            offer_placement(problem, tracker, most_likely(policy, batch, env.n_devices))
         placements = []
         if self.config.samples:
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
             sampled, _ = sample(policy, batch, env.n_devices, self.config.samples, generator)
             placements.extend(sampled)
         for placement in placements:
-            self._offer(problem, tracker, env, placement)
-
-    @staticmethod
-    def _offer(
-        problem: Problem, tracker: Tracker, env: PlacementEnv, placement: np.ndarray
-    ) -> None:
-        """Scores one placement (pins kept) under the ready-queue order and offers it."""
-        if problem.pinned is not None:
-            placement = np.where(problem.pinned >= 0, problem.pinned, placement)
-        solution = env.solution(placement)
-        peaks, makespan, _ = problem.scorer.evaluate(solution.placement, solution.order)
-        tracker.offer(solution.placement, solution.order, peaks, makespan)
+            offer_placement(problem, tracker, placement)
 
 
 def gdp(policy: str | None = None, finetune: int = 0) -> GDP:

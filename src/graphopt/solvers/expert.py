@@ -22,9 +22,8 @@ import numpy as np
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Problem, Solver, Tracker
-from graphopt.solvers.list_scheduling import bottom_levels
 from graphopt.solvers.pipeline import stage_cuts
-from graphopt.solvers.ready_queue import ready_queue_orders
+from graphopt.solvers.ready_queue import offer_placement
 
 
 def op_modules(graph: Graph) -> np.ndarray:
@@ -90,12 +89,6 @@ class ExpertPlacement(Solver):
         initial: Sequence[Solution],
     ) -> None:
         """Offers the one expert placement (pins override it)."""
-        graph, machine = problem.graph, problem.machine
-        placement = expert_placement(graph, machine.n_devices)
-        if problem.pinned is not None:
-            pins = np.asarray(problem.pinned, dtype=np.int32)
-            placement = np.where(pins >= 0, pins, placement).astype(np.int32)
-        orders, lengths = ready_queue_orders(graph, machine, placement, bottom_levels(graph))
-        order = orders[0, : lengths[0]]
-        peaks, makespan, _ = problem.scorer.evaluate(placement, order)
-        tracker.offer(placement, order, peaks, makespan)
+        offer_placement(
+            problem, tracker, expert_placement(problem.graph, problem.machine.n_devices)
+        )

@@ -25,6 +25,7 @@ import numpy as np
 from graphopt.costmodels.machine import Machine, MachineArrays
 from graphopt.ir.arrays import GraphArrays, _u
 from graphopt.ir.graph import Graph
+from graphopt.solvers.base import Problem, Tracker
 from graphopt.solvers.list_scheduling import bottom_levels
 
 
@@ -254,3 +255,17 @@ def ready_queue_orders(
     lengths = np.empty(n, dtype=np.int64)
     ready_queue_population(graph.arrays, machine.arrays, placements, priorities, orders, lengths)
     return orders, lengths
+
+
+def offer_placement(
+    problem: Problem, tracker: Tracker, placement: np.ndarray, priorities: np.ndarray | None = None
+) -> None:
+    """Schedules one placement by the ready queues (pins override it), scores it and offers it."""
+    placement = np.asarray(placement, dtype=np.int32)
+    if problem.pinned is not None:
+        pins = np.asarray(problem.pinned, dtype=np.int32)
+        placement = np.where(pins >= 0, pins, placement).astype(np.int32)
+    orders, lengths = ready_queue_orders(problem.graph, problem.machine, placement, priorities)
+    order = orders[0, : lengths[0]]
+    peaks, makespan, _ = problem.scorer.evaluate(placement, order)
+    tracker.offer(placement, order, peaks, makespan)
