@@ -4,7 +4,8 @@
         [--devices 8] [--policy best.pt]
 
 Places one zoo model's training graph (built once; or a graph file) with the shipped GDP policy
-(or `--policy`), step by step as the solver does: the features, one forward pass, the most
+(or `--policy`), step by step as the solver does: the features, the partition hint (when the
+policy takes one), one forward pass, the most
 likely placement scheduled by GO's ready queues and scored. Prints each phase's seconds, their
 sum, the import time, and the process's peak resident memory. The bar: at most 60 s and 8 GB for
 a 50,000-op graph on this machine.
@@ -26,7 +27,8 @@ from graphopt.learning.envs.placement import PlacementEnv  # noqa: E402
 from graphopt.learning.gdp import load_gdp_checkpoint, shipped_gdp_policy  # noqa: E402
 from graphopt.learning.networks.gdp import GDPPolicy  # noqa: E402
 from graphopt.learning.placement_features import placement_features  # noqa: E402
-from graphopt.learning.train_gdp import most_likely  # noqa: E402
+from graphopt.learning.placement_hint import partition_hint  # noqa: E402
+from graphopt.learning.train_gdp import PlacementTask, most_likely  # noqa: E402
 
 IMPORTS = time.perf_counter() - start
 
@@ -49,14 +51,17 @@ def main() -> None:
     policy.load_state_dict(state)
     machine = Machine(n_devices=args.devices, latency=1e-5, bandwidth=1e10)
     times = {}
+    env = PlacementEnv(graph, machine, reference=graph.total_runtime)
     clock = time.perf_counter()
     batch = make_batch([placement_features(graph)])
     times["features"] = time.perf_counter() - clock
     clock = time.perf_counter()
+    hint = None if policy.hint_strength is None else torch.from_numpy(partition_hint(env))
+    times["partition hint"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     with torch.no_grad():
-        placement = most_likely(policy, batch, args.devices)
+        placement = most_likely(policy, PlacementTask(env, batch, hint))
     times["forward"] = time.perf_counter() - clock
-    env = PlacementEnv(graph, machine, reference=graph.total_runtime)
     clock = time.perf_counter()
     makespan = env.step(placement).makespan[0]
     times["schedule and score"] = time.perf_counter() - clock

@@ -12,29 +12,14 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.io import read_solution, write_graph
 from graphopt.learning.gdp import GDP, GDPSolverConfig
-from graphopt.learning.networks.gdp_config import GDPConfig
-from graphopt.learning.optim import AdamConfig
-from graphopt.learning.runs import RunConfig
-from graphopt.learning.train_gdp import MachineConfig, TrainConfig, train
 from graphopt.solvers.base import Budget, Problem, SolverError
 from graphopt.solvers.registry import make_solver
 
 
 @pytest.fixture(scope="module")
-def policy(tmp_path_factory) -> str:
-    """best.pt of a 4-step run on one toy graph (a small network, 2 devices)."""
-    folder = tmp_path_factory.mktemp("gdp")
-    write_graph(generate("layered", 40, seed=1), folder / "toy.json")
-    config = TrainConfig(
-        dataset=f"graph:{folder / 'toy.json'}",
-        policy=GDPConfig(hidden=16, sage_layers=1, placer_layers=1, segment=16, max_devices=4),
-        machine=MachineConfig(devices=2, latency=0.05, bandwidth=3e5),
-        samples=8,
-        optimizer=AdamConfig(learning_rate=1e-2),
-        run=RunConfig(steps=4, validate_every=2, checkpoint_every=2),
-    )
-    train(config, folder / "run")
-    return str(folder / "run" / "best.pt")
+def policy(gdp_policy) -> str:
+    """The toy GDP policy (a small network, 2 devices, pipeline prior)."""
+    return gdp_policy
 
 
 @pytest.mark.parametrize("n_devices", [2, 4])

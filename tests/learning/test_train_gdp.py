@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, replace
+from functools import partial
 
 import numpy as np
 import pytest
@@ -78,11 +79,11 @@ def test_ppo_raises_the_reward_on_a_toy_placement_problem() -> None:
     """The policy learns to keep neighbours together, from a start that samples widely."""
     config = toy_config(30)
     trainer, graphs = toy_trainer(config)
-    env, batch = graphs.get("train", 0)
-    start = env.step(most_likely(trainer.policy, batch, 2)).reward[0]
+    task = graphs.get("train", 0)
+    start = task.env.step(most_likely(trainer.policy, task)).reward[0]
     rewards = [trainer.step(step)["reward"] for step in range(config.run.steps)]
     assert np.mean(rewards[-5:]) > np.mean(rewards[:5]) + 0.1
-    learned = env.step(most_likely(trainer.policy, batch, 2)).reward[0]
+    learned = task.env.step(most_likely(trainer.policy, task)).reward[0]
     assert learned > start + 0.05
     assert learned > -1.0  # beats the better of HEFT's schedule and one device (reward -1)
 
@@ -145,3 +146,58 @@ def test_the_train_command(tmp_path) -> None:
     bad = CliRunner().invoke(app, ["train", "gdp", str(path), "-o", str(tmp_path / "other")])
     assert bad.exit_code == 2 and "samples must be in [2, 65536], got 1" in bad.output
     assert TrainConfig.load("gdp").machine.devices == 4  # the shipped config reads
+
+
+def test_worker_processes_and_ray_score_as_this_process_does(tmp_path) -> None:
+    """Scoring in workers changes nothing: the same run, step for step."""
+    graphs = tmp_path / "a.json", tmp_path / "b.json"
+    write_graph(generate("layered", 30, seed=2), graphs[0])
+    write_graph(generate("sbm", 30, seed=4), graphs[1])
+    config = replace(
+        toy_config(3, validate_every=3, checkpoint_every=3),
+        dataset="graph:" + ",".join(map(str, graphs)),
+        policy=replace(SMALL, pipeline_prior=None, partition_prior=2.0),
+    )
+    here = train(config, tmp_path / "here")
+    pooled = train(replace(config, run=replace(config.run, workers=2)), tmp_path / "pool")
+    drop = ("seconds",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in pooled.history] == [
+        {k: v for k, v in r.items() if k not in drop} for r in here.history
+    ]
+
+
+@pytest.mark.ray
+def test_ray_local_mode_scores_placements_as_this_process_does(tmp_path) -> None:
+    ray = pytest.importorskip("ray")
+    from graphopt.learning.train_gdp import GraphSource, ScoringEnv
+    from graphopt.learning.workers import RayWorkers
+
+    write_graph(generate("layered", 30, seed=2), tmp_path / "g.json")
+    source = GraphSource(f"graph:{tmp_path / 'g.json'}", MachineConfig(devices=2))
+    placements = np.random.default_rng(0).integers(0, 2, (5, 30)).astype(np.int32)
+    items = [("train", 0, placements), ("valid", 0, placements[::-1].copy())]
+    pool = RayWorkers(partial(ScoringEnv, source), "local", 1)
+    try:
+        remote = pool.map(ScoringEnv.score, items)
+    finally:
+        pool.close()
+        ray.shutdown()
+    local = [ScoringEnv(source).score(item) for item in items]
+    for a, b in zip(remote, local, strict=True):
+        assert np.array_equal(a.makespan, b.makespan) and np.array_equal(a.reward, b.reward)
+
+
+def test_validation_with_samples_scores_the_best_of_what_the_solver_offers() -> None:
+    from graphopt.learning.train_gdp import _validate
+
+    config = toy_config(1)
+    trainer, graphs = toy_trainer(config)
+    graphs.splits["valid"] = graphs.splits["train"]
+    ids = np.arange(1)
+    alone = _validate(trainer.policy, graphs, ids, 0, config)["validation_reward"]
+    sampled = replace(config, validation_samples=16)
+    best = _validate(trainer.policy, graphs, ids, 0, sampled)["validation_reward"]
+    assert best >= alone
+    assert best == _validate(trainer.policy, graphs, ids, 5, sampled)["validation_reward"]
+    with pytest.raises(TrainingError, match="validation_samples"):
+        TrainConfig.from_dict({"validation_samples": -1})

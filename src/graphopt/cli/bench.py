@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Protocol
 
 import typer
 
@@ -23,6 +24,8 @@ GFLOWNET_SUITES = (
 """Paper 004's tables 1-3 and figures 3-4 (`graphopt.evaluation.gflownet_bench`)."""
 FUSION_SUITE = "fusion-table3"
 """Paper 002's table 3: fusion policies over no fusion (`graphopt.evaluation.fusion_bench`)."""
+GDP_SUITE = "gdp-table1"
+"""Paper 003's tables 1-2 and paper 002's fig. 5: placement (`graphopt.evaluation.gdp_bench`)."""
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -46,8 +49,8 @@ def bench(
         str,
         typer.Argument(
             help="Suite name (tiny-20, small-100, zoo-held-out, zoo-real, fusion-table3, "
-            "gflownet-*, ...), dataset:DIR:SPLIT[:N] (N graphs of a built dataset's split) or a "
-            "folder of graphs."
+            "gdp-table1, gflownet-*, ...), dataset:DIR:SPLIT[:N] (N graphs of a built "
+            "dataset's split) or a folder of graphs."
         ),
     ],
     solvers: Annotated[
@@ -60,10 +63,19 @@ def bench(
     devices: Annotated[
         int | None,
         typer.Option(
-            help="Number of devices [default: 2; zoo-real: 2, 4 and 8; fusion-table3: 1, 2, 4]."
+            help="Number of devices [default: 2; zoo-real, gdp-table1: 2, 4 and 8; "
+            "fusion-table3: 1, 2, 4]."
         ),
     ] = None,
     capacity: CapacityOption = None,
+    capacity_fraction: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="gdp-table1: each device's memory as a fraction of the graph's one-device peak "
+            "[default: 0.6; 0: no capacity].",
+        ),
+    ] = None,
     budget: Annotated[
         int, typer.Option(min=1, help="Evaluations per solver run (fusion-table3: SA's).")
     ] = 5000,
@@ -105,15 +117,23 @@ def bench(
     ] = Path("out/bench"),
     policy: Annotated[
         str | None,
-        typer.Option(help="gflownet-* suites: GFlowNet checkpoint [default: the shipped one]."),
+        typer.Option(
+            help="gflownet-* suites: GFlowNet checkpoint; gdp-table1: the pre-trained GDP "
+            "checkpoint [default: the shipped one]."
+        ),
     ] = None,
     ppo_policy: Annotated[
         str | None,
         typer.Option(help="gflownet-generalization: also sample this PPO checkpoint."),
     ] = None,
     steps: Annotated[
-        int, typer.Option(min=1, help="gflownet-robustness/-real/-losses: training steps per run.")
-    ] = 200,
+        int | None,
+        typer.Option(
+            min=1,
+            help="gflownet-robustness/-real/-losses: training steps per run [default: 200]; "
+            "gdp-table1: GDP-one's PPO steps [default: 100].",
+        ),
+    ] = None,
     ppo_steps: Annotated[
         int,
         typer.Option(min=0, help="gflownet-robustness/-real: PPO's training steps (0: no PPO)."),
@@ -127,15 +147,18 @@ def bench(
     models: Annotated[
         str | None,
         typer.Option(
-            help="fusion-table3: comma-separated zoo models whose training graphs run "
-            "[default: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,lstm-lm-unrolled-32]."
+            help="fusion-table3, gdp-table1: comma-separated zoo models whose training graphs "
+            "run [default: fusion-table3: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,"
+            "lstm-lm-unrolled-32; gdp-table1: gpt2-tiny,inception-small,wavenet,gnmt-tiny,"
+            "lstm-lm-unrolled-32 and the held-out llama-tiny,t5-tiny]."
         ),
     ] = None,
     policies: Annotated[
         str | None,
         typer.Option(
             help="fusion-table3: comma-separated fusion policies (none, default, xla-priority, "
-            "greedy, sa) [default: all]."
+            "greedy, sa); gdp-table1: comma-separated methods (one-device, expert, metis, "
+            "metis+rq, heft, hdp, gdp-one, gdp-zero-shot, gdp-finetune) [default: all]."
         ),
     ] = None,
     as_json: JsonFlag = False,
@@ -153,8 +176,26 @@ def bench(
     if suite == FUSION_SUITE:
         _bench_fusion(models, policies, devices, budget, seeds, output_dir, as_json)
         return
+    if suite == GDP_SUITE:
+        _bench_gdp(
+            models,
+            policies,
+            devices,
+            seeds,
+            steps,
+            capacity,
+            capacity_fraction,
+            policy,
+            output_dir,
+            as_json,
+        )
+        return
+    if capacity_fraction is not None:
+        raise GraphoptError("--capacity-fraction applies to the gdp-table1 suite")
     if models is not None or policies is not None:
-        raise GraphoptError("--models and --policies apply to the fusion-table3 suite")
+        raise GraphoptError(
+            "--models and --policies apply to the fusion-table3 and gdp-table1 suites"
+        )
     if suite == "zoo-real":
         _bench_zoo_real(objective, devices, time_limit, output_dir, as_json)
         return
@@ -163,7 +204,14 @@ def bench(
         from graphopt.evaluation.gflownet_bench import GFlowNetBench
 
         settings = GFlowNetBench(
-            seeds, steps, ppo_steps, samples, budget, graphs_per_family, policy, ppo_policy
+            seeds,
+            200 if steps is None else steps,
+            ppo_steps,
+            samples,
+            budget,
+            graphs_per_family,
+            policy,
+            ppo_policy,
         )
         with progress_bar(quiet=as_json) as bar:
             task = bar.add_task(f"bench {suite}", total=None)
@@ -247,17 +295,66 @@ def _bench_fusion(
         seeds=defaults.seeds if seeds is None else seeds,
         policies=defaults.policies if policies is None else _names(policies),
     )
+    _run_suite(FUSION_SUITE, settings, output_dir, as_json)
+
+
+def _bench_gdp(
+    models: str | None,
+    methods: str | None,
+    devices: int | None,
+    seeds: int | None,
+    steps: int | None,
+    capacity: str | None,
+    fraction: float | None,
+    policy: str | None,
+    output_dir: Path,
+    as_json: bool,
+) -> None:
+    """`bench gdp-table1`: GDP-one, fine-tuned and zero-shot GDP against the placement baselines."""
+    from graphopt.evaluation.gdp_bench import GDPBench
+
+    defaults = GDPBench()
+    if capacity is not None:
+        raise GraphoptError(
+            "gdp-table1 sets each graph's capacity with --capacity-fraction, not --capacity"
+        )
+    if fraction is None:
+        fraction = defaults.capacity_fraction
+    settings = GDPBench(
+        models=defaults.models if models is None else _names(models),
+        held_out=defaults.held_out if models is None else (),
+        devices=defaults.devices if devices is None else (devices,),
+        methods=defaults.methods if methods is None else _names(methods),
+        seeds=1 if seeds is None else seeds,
+        capacity_fraction=fraction or None,
+        steps=defaults.steps if steps is None else steps,
+        policy=policy,
+    )
+    _run_suite(GDP_SUITE, settings, output_dir, as_json)
+
+
+class _Suite(Protocol):
+    """A suite's settings that run it into a folder (`FusionBench`, `GDPBench`)."""
+
+    def run(
+        self, folder: Path, command: str, progress: Callable[[int, int, str], None]
+    ) -> tuple[list[str], list[Path]]:
+        """Runs the suite; returns its summary lines and the files written."""
+
+
+def _run_suite(name: str, settings: _Suite, output_dir: Path, as_json: bool) -> None:
+    """Runs a suite into output_dir/name with a progress bar; prints its summary."""
     with progress_bar(quiet=as_json) as bar:
-        task = bar.add_task(f"bench {FUSION_SUITE}", total=None)
+        task = bar.add_task(f"bench {name}", total=None)
         lines, written = settings.run(
-            output_dir / FUSION_SUITE,
+            output_dir / name,
             _command_line(),
             lambda done, total, label: bar.update(
                 task, completed=done, total=total or None, description=label[:40]
             ),
         )
     if as_json:
-        print_json({"suite": FUSION_SUITE, "summary": lines, "files": [str(p) for p in written]})
+        print_json({"suite": name, "summary": lines, "files": [str(p) for p in written]})
     else:
         typer.echo("\n".join(lines))
         typer.echo(f"wrote {', '.join(str(p) for p in written)}")

@@ -28,6 +28,16 @@ Resume = Annotated[bool, typer.Option("--resume", help="Continue the run in OUTP
 Steps = Annotated[int | None, typer.Option(help="Gradient steps (default: the config's).")]
 
 
+Ray = Annotated[
+    str | None,
+    typer.Option(help="Run rollouts on the Ray cluster at this address ('local': in-process)."),
+]
+Workers = Annotated[
+    int | None,
+    typer.Option(help="Rollout workers (0: in this process) (default: the config's)."),
+]
+
+
 @app.command("regal")
 @user_errors
 def train_regal(
@@ -39,14 +49,8 @@ def train_regal(
     ],
     output: Output,
     resume: Resume = False,
-    ray: Annotated[
-        str | None,
-        typer.Option(help="Run rollouts on the Ray cluster at this address ('local': in-process)."),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(help="Rollout workers (0: in this process) (default: the config's)."),
-    ] = None,
+    ray: Ray = None,
+    workers: Workers = None,
     steps: Steps = None,
 ) -> None:
     """Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy."""
@@ -100,18 +104,23 @@ def train_gdp(
     ],
     output: Output,
     resume: Resume = False,
+    ray: Ray = None,
+    workers: Workers = None,
     steps: Steps = None,
 ) -> None:
-    """Train a GDP placement policy with PPO (papers 003, 002); best.pt is the trained policy."""
+    """Train a GDP placement policy with PPO (papers 003, 002); best.pt is the trained policy.
+
+    Sampled placements are scored in --workers processes or on a Ray cluster (--ray).
+    """
     from graphopt.learning.train_gdp import TrainConfig, train
 
-    settings = _override_run(TrainConfig.load(config), steps=steps)
+    settings = _override_run(TrainConfig.load(config), workers=workers, steps=steps)
     state = _with_progress(
         f"train {settings.name}",
         settings.run.steps,
         lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
         lambda row: f"validation reward {row['validation_reward']:.4f}",
-        lambda progress: train(settings, output, resume=resume, progress=progress),
+        lambda progress: train(settings, output, resume=resume, progress=progress, ray_address=ray),
     )
     typer.echo(
         f"trained {state.step} steps in {state.seconds:.0f} s; best validation reward "

@@ -375,7 +375,7 @@ def write_reports(
     summary_md = folder / "summary.md"
     summary_md.write_text(text)
     written.append(summary_md)
-    written.append(_write_csv(folder / "summary.csv", result.summary))
+    written.append(write_csv(folder / "summary.csv", result.summary))
     runs_csv = folder / "runs.csv"
     with runs_csv.open("w", newline="") as file:
         writer = csv.writer(file)
@@ -397,7 +397,7 @@ def write_reports(
         path = folder / "improvement_histogram.png"
         written.append(plot_improvement_histogram(result, path, title, shown))
     if curve:
-        written.append(_write_csv(folder / "budget_curve.csv", curve))
+        written.append(write_csv(folder / "budget_curve.csv", curve))
         path = folder / "budget_curve.png"
         written.append(plot_budget_curve(curve, path, title, result.evaluations))
     return written
@@ -416,7 +416,8 @@ def _plot_showcase(showcase: tuple[Graph, Machine, dict[str, Solution]], path: P
     return path
 
 
-def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Rows as CSV, columns in first-row order."""
     with path.open("w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -424,7 +425,8 @@ def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     return path
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """Matplotlib's pyplot on the file-only Agg backend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -439,7 +441,7 @@ def plot_convergence(result: BenchResult, path: Path, title: str) -> Path:
     Paper 000 fig. 2 (right) and paper 001 fig. 5. Solvers without an evaluation budget
     (CP-SAT) are left out.
     """
-    plt = _pyplot()
+    plt = pyplot()
     grid = np.unique(np.geomspace(1, result.evaluations, 60).astype(int))
     final = {(run.graph, run.seed): run.value for run in result.runs if run.solver == BASELINE}
     figure, axes = plt.subplots(figsize=(6, 4))
@@ -471,7 +473,7 @@ def plot_improvement_histogram(
     hide the spread, so they are left out and counted in each panel's title, as are graphs
     worse without bound (BRKGA found 0, the solver did not; `metrics` module docstring).
     """
-    plt = _pyplot()
+    plt = pyplot()
     graphs = _graphs(result.runs)
     value = per_graph(result.runs, [BASELINE, *solvers], graphs)[0]
     figure, axes = plt.subplots(
@@ -515,7 +517,7 @@ def plot_budget_curve(
 
     Bands are 95% confidence intervals over graphs.
     """
-    plt = _pyplot()
+    plt = pyplot()
     figure, axes = plt.subplots(figsize=(6, 4))
     for name in dict.fromkeys(row["solver"] for row in rows):
         mine = [row for row in rows if row["solver"] == name]

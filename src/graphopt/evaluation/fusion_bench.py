@@ -16,7 +16,6 @@ at most `REFERENCE_MAX_OPS` ops by the plain reference too; the two must agree. 
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -32,6 +31,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Score, Scorer
 from graphopt.datasets import ZooSource
 from graphopt.errors import GraphoptError
+from graphopt.evaluation.bench import pyplot, write_csv
 from graphopt.evaluation.metrics import mean_with_ci
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
@@ -363,10 +363,7 @@ def markdown(summary: Sequence[dict[str, Any]]) -> str:
 
 def plot(summary: Sequence[dict[str, Any]], path: Path) -> Path:
     """Grouped bars per model and policy, a panel per device count: speedup, then peak ratio."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     devices = list(dict.fromkeys(row["devices"] for row in summary))
     policies = [p for p in dict.fromkeys(row["policy"] for row in summary) if p != "none"]
@@ -413,7 +410,7 @@ def write_report(
     """runs.csv, summary.csv, summary.md (title, command, tables), summary.json and fusion.png."""
     folder.mkdir(parents=True, exist_ok=True)
     summary = summarize(rows)
-    written = [_write_csv(folder / "runs.csv", rows), _write_csv(folder / "summary.csv", summary)]
+    written = [write_csv(folder / "runs.csv", rows), write_csv(folder / "summary.csv", summary)]
     skipped = sorted({r["graph"] for r in rows if r["reference"] == "skipped"})
     note = (
         f"Re-scored by the scorer and the reference (agreeing) on every graph but "
@@ -430,15 +427,6 @@ def write_report(
         plot(summary, folder / "fusion.png"),
     ]
     return written
-
-
-def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
-    """Rows as CSV, columns in first-row order."""
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,11 +4,11 @@ The policy places every op in one forward pass; GO's ready-queue scheduler order
 (`envs.placement`), and the scorer scores them. The solver offers the policy's most likely
 placement (zero-shot), then, with `finetune` > 0, takes that many PPO steps on this graph alone
 from the checkpoint's weights with its training settings (GDP's fine-tuning, "in under 50
-steps"; every placement they sample counts against the budget) and offers the most likely
-placement again; then `samples` placements sampled from the policy (each one evaluation). The
-tracker keeps the best. Pinned ops keep their pins. Without a `policy`, the shipped one
-(`graphopt/policies/gdp-makespan.pt`) is used; a policy places onto 2..its `max_devices`
-devices.
+steps"; every placement they sample is offered, one evaluation each) and offers the most
+likely placement again; then `samples` placements sampled from the policy (each one
+evaluation). The tracker keeps the best. Pinned ops keep their pins. Without a `policy`, the
+shipped one (`graphopt/policies/gdp-makespan.pt`) is used; a policy places onto 2..its
+`max_devices` devices.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.train_gdp import GDPTrainer, Graphs, TrainConfig, most_likely, sample
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
-from graphopt.solvers.ready_queue import offer_placement
+from graphopt.solvers.ready_queue import offer_only_placement, offer_placement, offer_placements
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,15 @@ class GDPSolverConfig:
         policy: path of a GDP checkpoint (best.pt of `graphopt train gdp`); None: the shipped.
         finetune: PPO steps on the graph before placing it (0: zero-shot).
         samples: placements sampled and offered after the most likely one.
+        scratch: start from an untrained network of the checkpoint's shape, seeded by the
+            solve's seed, instead of its weights: GDP-one (paper 003), a policy trained on
+            this graph alone for `finetune` steps.
     """
 
     policy: str | None = None
     finetune: int = 0
     samples: int = 64
+    scratch: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.finetune <= 100_000:
@@ -86,8 +90,10 @@ class GDP(Solver):
     def __init__(self, config: GDPSolverConfig | None = None) -> None:
         self.config = config or GDPSolverConfig()
 
-    def _checkpoint(self, n_devices: int) -> tuple[GDPPolicy, TrainConfig]:
-        """A fresh network with the checkpoint's weights, and the run's training config."""
+    def _checkpoint(
+        self, n_devices: int, rng: np.random.Generator
+    ) -> tuple[GDPPolicy, TrainConfig]:
+        """A network with the checkpoint's weights (untrained: scratch) and its training config."""
         path = self.config.policy or shipped_gdp_policy()
         if path is None:
             raise SolverError(
@@ -102,6 +108,10 @@ class GDP(Solver):
             raise SolverError(
                 f"{path} places onto 2..{config.max_devices} devices, the machine has {n_devices}"
             )
+        if self.config.scratch:
+            with torch.random.fork_rng():
+                torch.manual_seed(int(rng.integers(2**62)))
+                return GDPPolicy(config), trained
         policy = GDPPolicy(config)
         policy.load_state_dict(state)
         return policy, trained
@@ -115,28 +125,25 @@ class GDP(Solver):
     ) -> None:
         """Fine-tunes (if asked), then offers the most likely and the sampled placements."""
         graph, machine = problem.graph, problem.machine
-        if machine.n_devices == 1 or graph.n_ops == 0:  # one placement only: no policy needed
-            offer_placement(problem, tracker, np.zeros(graph.n_ops, dtype=np.int32))
+        if offer_only_placement(problem, tracker):
             return
-        policy, trained = self._checkpoint(machine.n_devices)
-        graphs = Graphs({"train": [graph]}, machine)
-        env, batch = graphs.get("train", 0)
-        offer_placement(problem, tracker, most_likely(policy, batch, env.n_devices))
+        policy, trained = self._checkpoint(machine.n_devices, rng)
+        graphs = Graphs({"train": [graph]}, machine, policy.hint_strength is not None)
+        task = graphs.get("train", 0)
+        offer_placement(problem, tracker, most_likely(policy, task))
         if self.config.finetune:
             run = replace(trained.run, steps=self.config.finetune, seed=int(rng.integers(2**62)))
             tune = replace(trained, graphs_per_step=1, run=run)
             trainer = GDPTrainer(policy, graphs, np.zeros(1, dtype=np.int64), tune)
             for step in range(self.config.finetune):
-                tracker.spend(min(tune.samples, tracker.remaining))
                 trainer.step(step)
-            offer_placement(problem, tracker, most_likely(policy, batch, env.n_devices))
-        placements = []
+                for _, sampled, _ in trainer.sampled:
+                    offer_placements(problem, tracker, sampled)
+            offer_placement(problem, tracker, most_likely(policy, task))
         if self.config.samples:
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
-            sampled, _ = sample(policy, batch, env.n_devices, self.config.samples, generator)
-            placements.extend(sampled)
-        for placement in placements:
-            offer_placement(problem, tracker, placement)
+            sampled, _ = sample(policy, task, self.config.samples, generator)
+            offer_placements(problem, tracker, sampled)
 
 
 def gdp(policy: str | None = None, finetune: int = 0) -> GDP:

@@ -10,6 +10,7 @@ from graphopt.learning.batching import make_batch
 from graphopt.learning.checkpoints import TrainedPolicy
 from graphopt.learning.features import GraphFeatures
 from graphopt.learning.networks.regal import greedy_actions, sample_actions
+from graphopt.learning.threads import one_torch_thread
 from graphopt.solvers.base import SolverError
 from graphopt.solvers.brkga import GeneDistributions
 from graphopt.solvers.random_keys import RandomKeyDecoder
@@ -31,15 +32,8 @@ def predict_genes(
         greedy: take each op's most likely actions instead of sampling them.
         rng: seeds the sampling (unused when greedy).
     """
-    threads = torch.get_num_threads()
-    # One graph's forward pass is too small to gain from threads, and torch's thread pool
-    # fights the search's numba threads for the cores (ten times slower when they collide).
-    torch.set_num_threads(1)
-    try:
-        with torch.inference_mode():
-            logits = policy.network(make_batch([features]))
-    finally:
-        torch.set_num_threads(threads)
+    with torch.inference_mode(), one_torch_thread():
+        logits = policy.network(make_batch([features]))
     if not bool(torch.isfinite(logits).all()):
         raise SolverError(
             "the policy's outputs overflowed on this graph (non-finite logits): its weights are "

@@ -10,8 +10,9 @@ GDP-one; several are GDP-batch, whose graphs share the network through its super
 the graph embedding. The entropy weight and learning rate decay over `run.steps` as functions
 of the step.
 
-Every `run.validate_every` steps the policy's most likely placement of each validation graph is
-scored; their mean reward is the validation reward, and the best policy is kept in best.pt
+Every `run.validate_every` steps the policy's most likely placement of each validation graph,
+and the best of `validation_samples` samples beside it (what the solver offers), is scored;
+their mean reward is the validation reward, and the best policy is kept in best.pt
 (step 0 is the untrained start, which the learned policy must beat). Everything random in step
 s is seeded by (run.seed, s), so a run resumed from last.pt continues exactly as the
 uninterrupted one; a resumed run's config must equal the checkpoint's (only run.steps and
@@ -24,6 +25,7 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +38,7 @@ from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
 from graphopt.learning import runs
 from graphopt.learning.batching import GraphBatch, make_batch
-from graphopt.learning.envs.placement import PlacementEnv
+from graphopt.learning.envs.placement import PlacementEnv, PlacementOutcome
 from graphopt.learning.networks.gdp import GDPPolicy
 from graphopt.learning.networks.gdp_config import GDP_FORMAT, GDPConfig
 from graphopt.learning.objectives.ppo import (
@@ -47,6 +49,7 @@ from graphopt.learning.objectives.ppo import (
 )
 from graphopt.learning.optim import AdamConfig, clipped_step, learning_rate, minibatches
 from graphopt.learning.placement_features import placement_features
+from graphopt.learning.placement_hint import partition_hint
 from graphopt.learning.runs import (
     GRAPH_PREFIX,
     RunConfig,
@@ -61,6 +64,7 @@ from graphopt.learning.runs import (
     training_graphs,
     write_config,
 )
+from graphopt.learning.workers import Workers, make_workers
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,9 @@ class TrainConfig:
         machine: devices and transfer model of every placement.
         samples: placements sampled per graph and step (PPO's batch, split in minibatches).
         graphs_per_step: training graphs per step (GDP-batch; all of them when fewer).
+        validation_samples: placements sampled per validation graph beside the most likely
+            one, the best of them scored (0: the most likely alone, the zero-shot argmax; the
+            `gdp` solver offers 64).
         ppo: clipping, epochs, minibatches, entropy bonus, decays.
         optimizer: Adam and gradient clipping.
         run: steps, cadence, graphs used, seed.
@@ -123,6 +130,7 @@ class TrainConfig:
     machine: MachineConfig = field(default_factory=MachineConfig)
     samples: int = 16
     graphs_per_step: int = 4
+    validation_samples: int = 0
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(epochs=4, minibatches=2))
     optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
     run: RunConfig = field(default_factory=RunConfig)
@@ -135,6 +143,10 @@ class TrainConfig:
                 "ppo.minibatches", f"must be at most samples ({self.samples}), got "
                 f"{self.ppo.minibatches}",
             )  # fmt: skip
+        if not 0 <= self.validation_samples <= 1 << 16:
+            raise FieldError(
+                "validation_samples", f"must be in [0, 65536], got {self.validation_samples}"
+            )
         if self.graphs_per_step < 1:
             raise FieldError("graphs_per_step", f"must be >= 1, got {self.graphs_per_step}")
         if self.machine.devices > self.policy.max_devices:
@@ -168,27 +180,101 @@ LOG_COLUMNS = (
 )
 """What log.csv records: per step the mean sampled reward over its graphs, and the loss, gradient
 norm, per-op entropy, clipped share and approximate KL averaged over its updates; per validation
-the mean reward of the most likely placements."""
+the mean best reward of what the solver offers (`_validate`)."""
+
+
+@dataclass(frozen=True)
+class PlacementTask:
+    """One graph as the policy sees it: its environment, features and partition hint."""
+
+    env: PlacementEnv
+    batch: GraphBatch
+    hint: torch.Tensor | None
+
+    @property
+    def n_devices(self) -> int:
+        """d, the devices to place onto."""
+        return self.env.n_devices
+
+    def logits(self, policy: GDPPolicy) -> torch.Tensor:
+        """[n_ops, max_devices] the policy's placement logits of this graph."""
+        return policy(self.batch, self.n_devices, self.hint)
 
 
 class Graphs:
-    """A run's graphs by (split, index), each with its environment and features, built once."""
+    """A run's graphs by (split, index), each with its environment and features, built once.
 
-    def __init__(self, splits: dict[str, Sequence[Graph]], machine: Machine) -> None:
+    Args:
+        splits: the graphs of each split.
+        machine: devices and transfer model.
+        hints: whether to compute each graph's partition hint (the policy takes one).
+    """
+
+    def __init__(
+        self, splits: dict[str, Sequence[Graph]], machine: Machine, hints: bool = False
+    ) -> None:
         self.splits = splits
         self.machine = machine
-        self.cache: dict[tuple[str, int], tuple[PlacementEnv, GraphBatch]] = {}
+        self.hints = hints
+        self.envs: dict[tuple[str, int], PlacementEnv] = {}
+        self.cache: dict[tuple[str, int], PlacementTask] = {}
 
-    def get(self, split: str, index: int) -> tuple[PlacementEnv, GraphBatch]:
-        """The environment and the policy's input of one graph."""
+    def env(self, split: str, index: int) -> PlacementEnv:
+        """The environment of one graph (all a scoring worker needs)."""
+        key = (split, index)
+        if key not in self.envs:
+            self.envs[key] = PlacementEnv(self.splits[split][index], self.machine)
+        return self.envs[key]
+
+    def get(self, split: str, index: int) -> PlacementTask:
+        """The environment, the policy's input and the hint of one graph."""
         key = (split, index)
         if key not in self.cache:
-            graph = self.splits[split][index]
-            self.cache[key] = (
-                PlacementEnv(graph, self.machine),
-                make_batch([placement_features(graph)]),
-            )
+            env = self.env(split, index)
+            hint = torch.from_numpy(partition_hint(env)) if self.hints else None
+            features = make_batch([placement_features(env.graph)])
+            self.cache[key] = PlacementTask(env, features, hint)
         return self.cache[key]
+
+
+@dataclass(frozen=True)
+class GraphSource:
+    """Where a run's graphs come from, picklable, so that workers can open them too.
+
+    Attributes:
+        dataset: `graph:PATH[,PATH...]` (each graph in both splits) or a built dataset's folder.
+        machine: devices and transfer model.
+        hints: whether the policy takes partition hints.
+    """
+
+    dataset: str
+    machine: MachineConfig
+    hints: bool = False
+
+    def graphs(self) -> Graphs:
+        """The run's graphs, opened."""
+        if self.dataset.startswith(GRAPH_PREFIX):
+            files = graph_files(self.dataset)
+            splits: dict[str, Sequence[Graph]] = {"train": files, "valid": files}
+        else:
+            splits = {split: Dataset.open(self.dataset, split) for split in ("train", "valid")}
+        return Graphs(splits, self.machine.machine(), self.hints)
+
+
+class ScoringEnv:
+    """A worker's copy of the run's graphs: scores sampled placements (`--ray`, run.workers).
+
+    Scoring is exact and depends only on the placements, so a run scores alike in this process,
+    in worker processes or on a Ray cluster.
+    """
+
+    def __init__(self, source: GraphSource) -> None:
+        self.graphs = source.graphs()
+
+    def score(self, item: tuple[str, int, np.ndarray]) -> PlacementOutcome:
+        """(split, graph index, placements [B, n_ops]) -> their outcome."""
+        split, index, placements = item
+        return self.graphs.env(split, index).step(placements)
 
 
 class GDPTrainer:
@@ -199,16 +285,25 @@ class GDPTrainer:
         graphs: where the training graphs are.
         train_ids: indices of the training graphs in the "train" split.
         config: the run's config.
+        workers: score the sampled placements there (`ScoringEnv`); None: in this process.
     """
 
     def __init__(
-        self, policy: GDPPolicy, graphs: Graphs, train_ids: np.ndarray, config: TrainConfig
+        self,
+        policy: GDPPolicy,
+        graphs: Graphs,
+        train_ids: np.ndarray,
+        config: TrainConfig,
+        workers: Workers[ScoringEnv] | None = None,
     ) -> None:
         self.policy = policy
         self.graphs = graphs
+        self.workers = workers
         self.train_ids = np.asarray(train_ids)
         self.config = config
         self.optimizer = config.optimizer.optimizer(policy.parameters())
+        self.sampled: list[tuple[int, np.ndarray, PlacementOutcome]] = []
+        """The last step's (graph index, placements, outcome) per graph: a search keeps them."""
 
     def step(self, step: int) -> dict[str, float]:
         """PPO's updates on placements of `graphs_per_step` training graphs; the log row."""
@@ -218,16 +313,25 @@ class GDPTrainer:
         count = min(config.graphs_per_step, len(self.train_ids))
         picks = rng.choice(self.train_ids, count, replace=False)
         self.policy.train()
+        tasks = [self.graphs.get("train", index) for index in picks.tolist()]
+        drawn = [sample(self.policy, task, config.samples, generator) for task in tasks]
+        items = [
+            ("train", index, placements)
+            for index, (placements, _) in zip(picks.tolist(), drawn, strict=True)
+        ]
+        if self.workers is None:
+            outcomes = [task.env.step(item[2]) for task, item in zip(tasks, items, strict=True)]
+        else:
+            outcomes = self.workers.map(ScoringEnv.score, items)
+        self.sampled = [
+            (index, p, outcome) for (_, index, p), outcome in zip(items, outcomes, strict=True)
+        ]
         rollouts = []
-        for index in picks.tolist():
-            env, batch = self.graphs.get("train", index)
-            placements, old_log_p = sample(
-                self.policy, batch, env.n_devices, config.samples, generator
-            )
-            reward = torch.from_numpy(env.step(placements).reward)
+        for task, (placements, old_log_p), outcome in zip(tasks, drawn, outcomes, strict=True):
+            reward = torch.from_numpy(outcome.reward)
             advantages = trajectory_advantages(reward, ppo.normalize_advantages)
             actions = torch.from_numpy(placements).long()
-            rollouts.append((batch, env.n_devices, actions, old_log_p, advantages, reward))
+            rollouts.append((task, actions, old_log_p, advantages, reward))
         progress = step / config.run.steps
         entropy_weight = ppo.entropy_weight_at(progress)
         rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
@@ -235,8 +339,8 @@ class GDPTrainer:
         with learning_rate(self.optimizer, rate):
             for chunk in minibatches(rng, config.samples, ppo.epochs, ppo.minibatches):
                 losses = [
-                    self._loss(batch, d, actions[chunk], old[chunk], gain[chunk], entropy_weight)
-                    for batch, d, actions, old, gain, _ in rollouts
+                    self._loss(task, actions[chunk], old[chunk], gain[chunk], entropy_weight)
+                    for task, actions, old, gain, _ in rollouts
                 ]
                 total = torch.stack([loss.total for loss in losses]).mean()
                 norm = clipped_step(
@@ -252,7 +356,7 @@ class GDPTrainer:
         means = totals / ppo.updates
         return {
             "step": step + 1,
-            "reward": float(np.mean([float(r[5].mean()) for r in rollouts])),
+            "reward": float(np.mean([float(r[4].mean()) for r in rollouts])),
             "loss": float(means[0]),
             "grad_norm": float(means[1]),
             "entropy": float(means[2]),
@@ -262,15 +366,14 @@ class GDPTrainer:
 
     def _loss(
         self,
-        batch: GraphBatch,
-        n_devices: int,
+        task: PlacementTask,
         actions: torch.Tensor,
         old_log_p: torch.Tensor,
         advantages: torch.Tensor,
         entropy_weight: float,
     ) -> PPOLoss:
         """PPO's loss on a minibatch of one graph's samples (every op one step)."""
-        log_p = torch.log_softmax(self.policy(batch, n_devices), dim=-1)
+        log_p = torch.log_softmax(task.logits(self.policy), dim=-1)
         new_log_p = log_p.gather(1, actions.T).T
         probabilities = log_p.exp()
         entropy = -(probabilities * torch.where(probabilities > 0, log_p, 0.0)).sum(-1)
@@ -285,20 +388,20 @@ class GDPTrainer:
 
 
 def sample(
-    policy: GDPPolicy, batch: GraphBatch, n_devices: int, samples: int, generator: torch.Generator
+    policy: GDPPolicy, task: PlacementTask, samples: int, generator: torch.Generator
 ) -> tuple[np.ndarray, torch.Tensor]:
     """Placements [samples, n_ops] of one graph and their per-op log-probabilities, no gradient."""
     with torch.no_grad():
-        log_p = torch.log_softmax(policy(batch, n_devices), dim=-1)
+        log_p = torch.log_softmax(task.logits(policy), dim=-1)
     actions = torch.multinomial(log_p.exp(), samples, replacement=True, generator=generator)
     return actions.T.numpy().astype(np.int32), log_p.gather(1, actions).T
 
 
-def most_likely(policy: GDPPolicy, batch: GraphBatch, n_devices: int) -> np.ndarray:
+def most_likely(policy: GDPPolicy, task: PlacementTask) -> np.ndarray:
     """The policy's most likely placement [n_ops] (zero-shot inference)."""
     policy.eval()
     with torch.no_grad():
-        return policy(batch, n_devices).argmax(dim=-1).numpy().astype(np.int32)
+        return task.logits(policy).argmax(dim=-1).numpy().astype(np.int32)
 
 
 def train(
@@ -306,10 +409,13 @@ def train(
     run_dir: str | Path,
     resume: bool = False,
     progress: Callable[[dict[str, float]], None] | None = None,
+    ray_address: str | None = None,
 ) -> RunState:
     """Trains a GDP policy as `config` says, writing checkpoints and logs into `run_dir`.
 
     Files: config.json, log.csv, tensorboard/, last.pt (resumable), best.pt (the policy).
+    Sampled placements are scored in `run.workers` processes, or on the Ray cluster at
+    `ray_address` ('local': in-process), when either is set; the run is the same.
 
     Raises:
         TrainingError: an existing run without `resume`, a resumed run with another config,
@@ -318,16 +424,21 @@ def train(
     run_dir, last = open_run(run_dir, resume)
     torch.manual_seed(config.run.seed)
     policy = GDPPolicy(config.policy)
-    machine = config.machine.machine()
+    hints = config.policy.partition_prior is not None
     if config.dataset.startswith(GRAPH_PREFIX):
-        files = graph_files(config.dataset)
-        graphs = Graphs({"train": files, "valid": files}, machine)
-        train_ids = valid_ids = np.arange(len(files))
+        source = GraphSource(config.dataset, config.machine, hints)
+        graphs = source.graphs()
+        train_ids = valid_ids = np.arange(len(graphs.splits["train"]))
     else:
         dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
-        splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
-        graphs = Graphs(splits, machine)
-    trainer = GDPTrainer(policy, graphs, train_ids, config)
+        source = GraphSource(str(dataset), config.machine, hints)
+        graphs = source.graphs()
+    workers = (
+        make_workers(partial(ScoringEnv, source), config.run.workers, ray_address)
+        if config.run.workers or ray_address is not None
+        else None
+    )
+    trainer = GDPTrainer(policy, graphs, train_ids, config, workers)
     state = RunState()
     if resume and last.exists():
         state = restore_run(
@@ -348,7 +459,7 @@ def train(
             state,
             config.run.cadence,
             trainer.step,
-            lambda step: _validate(policy, graphs, valid_ids, step),
+            lambda step: _validate(policy, graphs, valid_ids, step, config),
             lambda state: save_run(run_dir / "best.pt", policy, None, config, state),
             lambda state: save_run(last, policy, trainer.optimizer, config, state),
             log,
@@ -356,14 +467,28 @@ def train(
         )
     finally:
         log.close()
+        if workers is not None:
+            workers.close()
 
 
-def _validate(policy: GDPPolicy, graphs: Graphs, ids: np.ndarray, step: int) -> dict[str, float]:
-    """Mean reward of the most likely placement of each validation graph."""
+def _validate(
+    policy: GDPPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: TrainConfig
+) -> dict[str, float]:
+    """Mean over the validation graphs of the best reward among what the `gdp` solver offers.
+
+    That is the most likely placement and `validation_samples` samples, drawn from a generator
+    seeded by the run's seed and the graph alone, so every step is judged alike.
+    """
     rewards = []
+    generator = torch.Generator()
     for index in ids.tolist():
-        env, batch = graphs.get("valid", index)
-        rewards.append(float(env.step(most_likely(policy, batch, env.n_devices)).reward[0]))
+        task = graphs.get("valid", index)
+        placements = most_likely(policy, task)[None]
+        if config.validation_samples:
+            generator.manual_seed(config.run.seed + index)
+            sampled, _ = sample(policy, task, config.validation_samples, generator)
+            placements = np.concatenate([placements, sampled])
+        rewards.append(float(task.env.step(placements).reward.max()))
     return {"step": step, "validation_reward": float(np.mean(rewards))}
 
 

@@ -257,15 +257,37 @@ def ready_queue_orders(
     return orders, lengths
 
 
+def offer_only_placement(problem: Problem, tracker: Tracker) -> bool:
+    """Offers every op on device 0 when it is the only placement (one device or no ops).
+
+    Returns whether it was: a placement policy then has nothing to decide.
+    """
+    if problem.machine.n_devices > 1 and problem.graph.n_ops:
+        return False
+    offer_placement(problem, tracker, np.zeros(problem.graph.n_ops, dtype=np.int32))
+    return True
+
+
 def offer_placement(
     problem: Problem, tracker: Tracker, placement: np.ndarray, priorities: np.ndarray | None = None
 ) -> None:
     """Schedules one placement by the ready queues (pins override it), scores it and offers it."""
-    placement = np.asarray(placement, dtype=np.int32)
+    offer_placements(problem, tracker, np.asarray(placement)[None], priorities)
+
+
+def offer_placements(
+    problem: Problem,
+    tracker: Tracker,
+    placements: np.ndarray,
+    priorities: np.ndarray | None = None,
+) -> None:
+    """`offer_placement` for a batch [B, n_ops], as many rows as the budget has left."""
+    placements = np.asarray(placements, dtype=np.int32)[: tracker.remaining]
     if problem.pinned is not None:
         pins = np.asarray(problem.pinned, dtype=np.int32)
-        placement = np.where(pins >= 0, pins, placement).astype(np.int32)
-    orders, lengths = ready_queue_orders(problem.graph, problem.machine, placement, priorities)
-    order = orders[0, : lengths[0]]
-    peaks, makespan, _ = problem.scorer.evaluate(placement, order)
-    tracker.offer(placement, order, peaks, makespan)
+        placements = np.where(pins >= 0, pins, placements).astype(np.int32)
+    placements = np.ascontiguousarray(placements)
+    orders, lengths = ready_queue_orders(problem.graph, problem.machine, placements, priorities)
+    peaks, makespans, _ = problem.scorer.evaluate_population(placements, orders, lengths)
+    excess, value = problem.fitness(peaks, makespans)
+    tracker.offer_population(placements, orders, lengths, excess, value)

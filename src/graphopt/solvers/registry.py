@@ -171,6 +171,12 @@ SOLVERS: dict[str, SolverEntry] = {
         learned=True,
         finetunes=True,
     ),
+    "hdp": SolverEntry(
+        "graphopt.learning.hdp",
+        "HDP",
+        "HDP: grouper + LSTM placer trained on the graph with REINFORCE (paper 003's baseline; "
+        "makespan)",
+    ),
     "cp-sat": SolverEntry(
         "graphopt.solvers.cpsat",
         "CPSATSolver",

@@ -8,7 +8,10 @@ on the graph: its input is scaled feature-wise by 1 + tanh(W c), with c the mean
 embedding plus an embedding of the device count d; W starts at zero, so an untrained network is
 the plain placer, and one network serves many graphs and every d in 2..max_devices. The head
 gives each op logits over max_devices devices, those >= d masked out; ops are placed
-independently given the states, so one forward pass samples any number of placements.
+independently given the states, so one forward pass samples any number of placements. Two
+optional learned priors shape the logits: a pull toward a split along the topological order
+(`pipeline_prior`), and toward a classical placement given with the graph
+(`partition_prior`, `placement_hint`), which the shipped policy starts from.
 """
 
 from __future__ import annotations
@@ -63,18 +66,25 @@ class GDPPolicy(nn.Module):
             SegmentLayer(hidden, config.heads) for _ in range(config.placer_layers)
         )
         self.head = mlp(hidden, hidden, config.max_devices)
-        prior = config.pipeline_prior
-        # softplus(raw) = a > 0, learned; absent when the config has no prior.
-        self.prior_strength = (
-            None if prior is None else nn.Parameter(torch.tensor(float(prior)).expm1().log())
-        )
+        self.prior_strength = _strength(config.pipeline_prior)
+        self.hint_strength = _strength(config.partition_prior)
 
-    def forward(self, batch: GraphBatch, n_devices: int) -> Tensor:
-        """[N, max_devices] logits, -inf at devices >= n_devices."""
+    def forward(self, batch: GraphBatch, n_devices: int, hint: Tensor | None = None) -> Tensor:
+        """[N, max_devices] logits, -inf at devices >= n_devices.
+
+        Args:
+            batch: the graphs' features.
+            n_devices: d, the devices to place onto.
+            hint: [N] device of each op in a classical placement (`placement_hint`); required
+                exactly when the config has a `partition_prior`.
+        """
         if not 2 <= n_devices <= self.config.max_devices:
             raise ValueError(
                 f"this policy places onto 2..{self.config.max_devices} devices, got {n_devices}"
             )
+        if (hint is None) != (self.hint_strength is None):
+            wanted = "a partition hint" if hint is None else "no hint"
+            raise ValueError(f"this policy takes {wanted}")
         h = self.encoder(batch)
         n_graphs = batch.ptr.shape[0] - 1
         condition = self.graph_embedding(graph_mean(h, batch.batch, n_graphs))
@@ -90,6 +100,9 @@ class GDPPolicy(nn.Module):
             devices = torch.arange(self.config.max_devices, dtype=logits.dtype) + 0.5
             gap = devices[None, :] - n_devices * position[:, None]
             logits = logits - nn.functional.softplus(self.prior_strength) * gap.square()
+        if self.hint_strength is not None and hint is not None:
+            hinted = nn.functional.one_hot(hint.long(), self.config.max_devices).to(logits.dtype)
+            logits = logits + nn.functional.softplus(self.hint_strength) * hinted
         masked = torch.arange(self.config.max_devices) >= n_devices
         return logits.masked_fill(masked, float("-inf"))
 
@@ -106,3 +119,11 @@ class GDPPolicy(nn.Module):
                 x = layer(x, memory, condition)
             outputs.append(x)
         return torch.cat(outputs) if outputs else ops
+
+
+def _strength(initial: float | None) -> nn.Parameter | None:
+    """A learned strength kept > 0 as softplus(raw), starting at `initial`; None: no prior."""
+    if initial is None:
+        return None
+    value = torch.tensor(float(initial), dtype=torch.float64)
+    return nn.Parameter((value + torch.log(-torch.expm1(-value))).float())  # softplus^-1, stable

@@ -31,6 +31,9 @@ class GDPConfig:
             -a (k + 1/2 - d * position_j)^2 for device k. It breaks the devices' symmetry, which
             otherwise holds an untrained per-op policy at the uniform placement (every device
             is as good for one op when the others are placed at random). None: no prior.
+        partition_prior: initial strength b of a learned pull toward a classical placement
+            given with the graph (`placement_hint.partition_hint`): the hinted device's logit
+            gets +b. None: the network takes no hint.
     """
 
     hidden: int = 64
@@ -40,6 +43,7 @@ class GDPConfig:
     segment: int = 128
     max_devices: int = GDP_MAX_DEVICES
     pipeline_prior: float | None = 1.0
+    partition_prior: float | None = None
 
     def __post_init__(self) -> None:
         for name, low, high in (
@@ -52,8 +56,10 @@ class GDPConfig:
         ):
             if not low <= getattr(self, name) <= high:
                 raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
-        if self.pipeline_prior is not None and not self.pipeline_prior > 0:
-            raise FieldError("pipeline_prior", f"must be > 0 (or null), got {self.pipeline_prior}")
+        for name in ("pipeline_prior", "partition_prior"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise FieldError(name, f"must be > 0 (or null), got {value}")
         if self.hidden % self.heads:
             raise FieldError("heads", f"must divide hidden ({self.hidden}), got {self.heads}")
 

@@ -1,0 +1,441 @@
+"""GDP's placement experiments (paper 003 tables 1-2, GO paper 002 fig. 5): `bench gdp-table1`.
+
+Each zoo training graph is placed on 2, 4 and 8 devices of a machine with slow-ish links (10 us,
+10 GB/s) and a memory capacity per device that one device cannot meet (`CAPACITY_FRACTION` of
+the one-device peak, or midway between the d-device peak lower bound and the one-device peak
+where that bound is higher), by:
+
+- one-device: every op on device 0 (infeasible under the capacity: its excess is reported);
+- expert: the human-expert split of whole modules in order, balanced by runtime;
+- metis: the `gp-metis` solver (METIS splits, DFS orders, its own search);
+- metis+rq: the better of METIS splits, HEFT's placement and one device, each scheduled by GO's
+  ready queues (`placement_hint`, the classical placement GDP's policy starts from);
+- heft: HEFT's placement and insertion schedule;
+- hdp: the HDP grouper + placer trained on the graph with REINFORCE, at GDP-one's evaluations;
+- gdp-one: GDP's network trained from scratch on this graph alone (`GDP_ONE_STEPS` PPO steps);
+- gdp-zero-shot: the pre-trained (shipped) policy's most likely placement and samples;
+- gdp-finetune: the pre-trained policy after `FINETUNE_STEPS` PPO steps on the graph (GDP-batch
+  then fine-tuned, GDP's table 2 and GO's fig. 5).
+
+Table 1 compares gdp-one with the baselines per graph and device count, with the geomean
+gain; table 2 compares gdp-finetune (pre-trained on many graphs) with gdp-one; the held-out
+table puts zero-shot beside fine-tuned on graphs of families the shipped policy never saw. Every
+solution is re-scored by the scorer, and on graphs up to `REFERENCE_MAX_OPS` ops by the plain
+reference, which must agree; the makespan lower bound is printed beside each row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphopt.costmodels._reference import reference_score
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.errors import GraphoptError
+from graphopt.evaluation.bench import pyplot, write_csv
+from graphopt.evaluation.fusion_bench import zoo_training_graphs
+from graphopt.ir.graph import Graph
+from graphopt.ir.solution import Solution
+from graphopt.learning.envs.placement import PlacementEnv
+from graphopt.learning.gdp import GDP, GDPSolverConfig
+from graphopt.learning.placement_hint import partition_hint
+from graphopt.solvers.base import Budget, Problem
+from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
+from graphopt.solvers.registry import make_solver
+
+MODELS = ("gpt2-tiny", "inception-small", "wavenet", "gnmt-tiny", "lstm-lm-unrolled-32")
+"""Table 1's zoo training graphs (368-3,015 ops): a transformer, Inception, WaveNet, GNMT and
+an unrolled RNN LM, GDP's table 1 families."""
+HELD_OUT = ("llama-tiny", "t5-tiny")
+"""Graphs of families the shipped policy never trained on (GO's fig. 5, zero-shot)."""
+DEVICES = (2, 4, 8)
+"""Device counts."""
+LATENCY = 1e-5
+"""Seconds per transfer."""
+BANDWIDTH = 1e10
+"""Bytes per second of a transfer."""
+CAPACITY_FRACTION = 0.6
+"""Each device's capacity as a fraction of the one-device peak memory: one device is infeasible."""
+GDP_ONE_STEPS = 100
+"""PPO steps of GDP-one (from scratch, on the graph alone)."""
+FINETUNE_STEPS = 30
+"""PPO steps of fine-tuning the pre-trained policy ("in under 50 steps", paper 003)."""
+METIS_EVALUATIONS = 2000
+"""The `gp-metis` solver's budget (it stops early once its partitions are offered)."""
+REFERENCE_MAX_OPS = 3500
+"""Largest graph re-scored by the plain reference too."""
+
+Progress = Callable[[int, int, str], None]
+"""Told (runs done, runs in all, what runs now)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One graph on one machine, with what every method there shares."""
+
+    graph: Graph
+    machine: Machine
+    env: PlacementEnv
+    bound: float
+
+
+def _machine(graph: Graph, n_devices: int, fraction: float | None) -> Machine:
+    """The suite's machine, its capacity `fraction` of the one-device ready-queue peak.
+
+    Where the instance's peak-memory lower bound on d devices is above that, no placement could
+    fit; the capacity is then midway between the bound and the one-device peak instead.
+    """
+    free = Machine(n_devices=n_devices, latency=LATENCY, bandwidth=BANDWIDTH)
+    if fraction is None:
+        return free
+    peak = int(PlacementEnv(graph, free).step(np.zeros(graph.n_ops, np.int32)).peaks[0, 0])
+    bound = peak_memory_lower_bound(graph, n_devices)
+    capacity = int(fraction * peak) if bound <= fraction * peak else (bound + peak) // 2
+    return dataclasses.replace(free, capacity=max(1, capacity))
+
+
+def _solve(cell: Cell, solver: Any, evaluations: int, seed: int) -> Solution:
+    """One solver's best solution on the cell."""
+    problem = Problem(cell.graph, cell.machine, "makespan")
+    return solver.solve(problem, Budget(evaluations=evaluations), seed=seed).solution
+
+
+def _placed(cell: Cell, placement: np.ndarray) -> Solution:
+    """A placement scheduled by GO's ready queues."""
+    return cell.env.solution(placement)
+
+
+def _methods(
+    steps: int, finetune: int, samples: int, policy: str | None
+) -> dict[str, Callable[[Cell, int], Solution]]:
+    """Method name -> (cell, seed) -> solution."""
+    evaluations = (steps + 1) * samples + 2
+    return {
+        "one-device": lambda cell, seed: _placed(cell, np.zeros(cell.graph.n_ops, np.int32)),
+        "expert": lambda cell, seed: _solve(cell, make_solver("expert"), 1, seed),
+        "metis": lambda cell, seed: _solve(cell, make_solver("gp-metis"), METIS_EVALUATIONS, seed),
+        "metis+rq": lambda cell, seed: _placed(cell, partition_hint(cell.env)),
+        "heft": lambda cell, seed: _solve(cell, make_solver("heft"), 10, seed),
+        "hdp": lambda cell, seed: _solve(cell, make_solver("hdp"), evaluations, seed),
+        "gdp-one": lambda cell, seed: _solve(
+            cell,
+            GDP(GDPSolverConfig(policy, finetune=steps, samples=samples, scratch=True)),
+            evaluations,
+            seed,
+        ),
+        "gdp-zero-shot": lambda cell, seed: _solve(
+            cell, GDP(GDPSolverConfig(policy, samples=samples)), samples + 1, seed
+        ),
+        "gdp-finetune": lambda cell, seed: _solve(
+            cell,
+            GDP(GDPSolverConfig(policy, finetune=finetune, samples=samples)),
+            (finetune + 1) * samples + 2,
+            seed,
+        ),
+    }
+
+
+METHODS = tuple(_methods(1, 1, 1, None))
+"""Every method of the suite, in table order."""
+
+
+def rescored(cell: Cell, solution: Solution) -> tuple[float, int]:
+    """(makespan, bytes over capacity) of a solution, the scorer and the reference agreeing.
+
+    Raises:
+        RuntimeError: the scorer and the reference disagree.
+    """
+    score = Scorer(cell.graph, cell.machine).score(solution)
+    if cell.graph.n_ops <= REFERENCE_MAX_OPS:
+        truth = reference_score(cell.graph, solution, cell.machine)
+        if truth.peak_memory_per_device != score.peak_memory_per_device or not math.isclose(
+            truth.makespan, score.makespan, rel_tol=1e-9, abs_tol=0.0
+        ):
+            raise RuntimeError(f"{cell.graph.name}: scorer and reference disagree")
+    capacity = cell.machine.capacity
+    peaks = np.asarray(score.peak_memory_per_device, dtype=np.int64)
+    excess = 0 if capacity is None else int(np.maximum(peaks - capacity, 0).sum())
+    return score.makespan, excess
+
+
+def run_table1(
+    graphs: Sequence[Graph],
+    devices: Sequence[int] = DEVICES,
+    methods: Sequence[str] = METHODS,
+    seeds: int = 1,
+    capacity_fraction: float | None = CAPACITY_FRACTION,
+    steps: int = GDP_ONE_STEPS,
+    finetune: int = FINETUNE_STEPS,
+    samples: int = 32,
+    policy: str | None = None,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
+    """One row per graph, device count, method and seed.
+
+    Row fields: graph, ops, devices, capacity, method, seed, makespan, excess (bytes over
+    capacity), lower_bound, seconds (the method's wall time) and reference ("agrees", or
+    "skipped" above `REFERENCE_MAX_OPS` ops).
+    """
+    table = _methods(steps, finetune, samples, policy)
+    unknown = sorted(set(methods) - set(table))
+    if unknown:
+        raise GraphoptError(f"gdp-table1: unknown methods {unknown}; valid: {', '.join(table)}")
+    total = len(graphs) * len(devices) * len(methods) * seeds
+    rows: list[dict[str, Any]] = []
+    for graph in graphs:
+        for n_devices in devices:
+            machine = _machine(graph, n_devices, capacity_fraction)
+            cell = Cell(graph, machine, PlacementEnv(graph, machine), 0.0)
+            cell = dataclasses.replace(cell, bound=makespan_lower_bound(graph, machine))
+            for name in methods:
+                for seed in range(seeds):
+                    if progress is not None:
+                        progress(len(rows), total, f"{graph.name}, {n_devices} dev., {name}")
+                    start = time.perf_counter()
+                    solution = table[name](cell, seed)
+                    seconds = time.perf_counter() - start
+                    makespan, excess = rescored(cell, solution)
+                    rows.append(
+                        {
+                            "graph": graph.name,
+                            "ops": graph.n_ops,
+                            "devices": n_devices,
+                            "capacity": machine.capacity,
+                            "method": name,
+                            "seed": seed,
+                            "makespan": makespan,
+                            "excess": excess,
+                            "lower_bound": cell.bound,
+                            "seconds": seconds,
+                            "reference": "agrees"
+                            if graph.n_ops <= REFERENCE_MAX_OPS
+                            else "skipped",
+                        }
+                    )
+    if progress is not None:
+        progress(total, total, "done")
+    return rows
+
+
+def _mean(rows: Sequence[dict[str, Any]], graph: str, devices: int, method: str) -> dict | None:
+    """The cell's mean makespan, seconds and worst excess over seeds; None if not run."""
+    found = [r for r in rows if (r["graph"], r["devices"], r["method"]) == (graph, devices, method)]
+    if not found:
+        return None
+    return {
+        "makespan": float(np.mean([r["makespan"] for r in found])),
+        "excess": max(r["excess"] for r in found),
+        "seconds": float(np.mean([r["seconds"] for r in found])),
+    }
+
+
+def _cells(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, float]]:
+    """(graph, devices, lower bound) of each cell, in run order."""
+    seen: dict[tuple[str, int], float] = {}
+    for r in rows:
+        seen.setdefault((r["graph"], r["devices"]), r["lower_bound"])
+    return [(g, d, b) for (g, d), b in seen.items()]
+
+
+def _ms(cell: dict | None) -> str:
+    """A makespan in ms, marked with * when over capacity; '-' when not run."""
+    if cell is None:
+        return "-"
+    return f"{cell['makespan'] * 1e3:.3f}{'*' if cell['excess'] else ''}"
+
+
+def gains(
+    rows: Sequence[dict[str, Any]], method: str, against: str
+) -> list[tuple[str, int, float]]:
+    """(graph, devices, baseline makespan / method makespan - 1) where both ran and fit."""
+    found = []
+    for graph, devices, _ in _cells(rows):
+        ours, theirs = (_mean(rows, graph, devices, m) for m in (method, against))
+        if ours and theirs and not ours["excess"] and not theirs["excess"]:
+            found.append((graph, devices, theirs["makespan"] / ours["makespan"] - 1))
+    return found
+
+
+def geomean_gain(values: Sequence[float]) -> float:
+    """Geometric mean of (1 + gain), minus 1."""
+    return float(np.exp(np.mean(np.log1p(values)))) - 1 if len(values) else math.nan
+
+
+def markdown(rows: Sequence[dict[str, Any]], held_out: Sequence[str] = ()) -> str:
+    """Table 1 (every method, ms), the gains, table 2 and the held-out table."""
+    methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    lines = [
+        "Makespan in ms (* over capacity); lower bound: the instance's makespan bound.",
+        "",
+        "| graph | d | lower bound | " + " | ".join(methods) + " |",
+        "| --- | ---: | ---: | " + " | ".join("---:" for _ in methods) + " |",
+    ]
+    for graph, devices, bound in _cells(rows):
+        cells = [_ms(_mean(rows, graph, devices, m)) for m in methods]
+        lines.append(f"| {graph} | {devices} | {bound * 1e3:.3f} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Gain of each GDP variant (makespan of the baseline / its own - 1, both fit):",
+        "",
+    ]
+    lines += [
+        "| method | against | cells | geomean | worst | best |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for method in ("gdp-one", "gdp-finetune", "gdp-zero-shot"):
+        for against in ("expert", "metis", "metis+rq", "heft", "hdp", "gdp-one"):
+            found = [g for *_, g in gains(rows, method, against)] if method != against else []
+            if found:
+                lines.append(
+                    f"| {method} | {against} | {len(found)} | {geomean_gain(found):+.1%} | "
+                    f"{min(found):+.1%} | {max(found):+.1%} |"
+                )
+    if held_out:
+        lines += [
+            "",
+            "Held-out families (GO fig. 5 shape): zero-shot / fine-tuned / GDP-one, ms",
+            "",
+        ]
+        lines += ["| graph | d | zero-shot | fine-tuned | gdp-one | zero-shot vs fine-tuned |"]
+        lines += ["| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for graph, devices, _ in _cells(rows):
+            if graph.split(".")[0] not in held_out:
+                continue
+            zero, tuned, one = (
+                _mean(rows, graph, devices, m) for m in ("gdp-zero-shot", "gdp-finetune", "gdp-one")
+            )
+            ratio = f"{zero['makespan'] / tuned['makespan'] - 1:+.1%}" if zero and tuned else "-"
+            lines.append(
+                f"| {graph} | {devices} | {_ms(zero)} | {_ms(tuned)} | {_ms(one)} | {ratio} |"
+            )
+    seconds = {
+        m: float(np.median([r["seconds"] for r in rows if r["method"] == m])) for m in methods
+    }
+    lines += ["", "Median seconds to a placement per method:", ""]
+    lines += ["| " + " | ".join(methods) + " |", "|" + " ---: |" * len(methods)]
+    lines.append("| " + " | ".join(f"{seconds[m]:.2f}" for m in methods) + " |")
+    return "\n".join(lines)
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
+    """Makespan relative to expert, per graph (bars by method), one panel per device count."""
+    plt = pyplot()
+
+    devices = sorted({r["devices"] for r in rows})
+    graphs = list(dict.fromkeys(r["graph"] for r in rows))
+    methods = [m for m in METHODS if m != "one-device" and any(r["method"] == m for r in rows)]
+    figure, axes = plt.subplots(1, len(devices), figsize=(5 * len(devices), 4), squeeze=False)
+    width = 0.8 / max(len(methods), 1)
+    for column, n_devices in enumerate(devices):
+        ax = axes[0, column]
+        for index, method in enumerate(methods):
+            values = []
+            for graph in graphs:
+                ours, expert = (
+                    _mean(rows, graph, n_devices, method),
+                    _mean(rows, graph, n_devices, "expert"),
+                )
+                values.append(ours["makespan"] / expert["makespan"] if ours and expert else np.nan)
+            ax.bar(np.arange(len(graphs)) + index * width, values, width, label=method)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(np.arange(len(graphs)) + 0.4 - width / 2)
+        ax.set_xticklabels([g.split(".")[0] for g in graphs], rotation=30, ha="right", fontsize=8)
+        ax.set_title(f"{n_devices} devices")
+        if column == 0:
+            ax.set_ylabel("makespan / expert's (lower is better)")
+    axes[0, 0].legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class GDPBench:
+    """The settings of a `graphopt bench gdp-table1` run.
+
+    Attributes:
+        models: table 1's zoo models (training graphs).
+        held_out: models of families the pre-trained policy never saw.
+        devices: device counts.
+        methods: names in `METHODS`.
+        seeds: runs of each method per cell (mean reported).
+        capacity_fraction: capacity / one-device peak; None: no capacity.
+        steps: GDP-one's PPO steps.
+        finetune: fine-tuning's PPO steps.
+        policy: the pre-trained GDP checkpoint (None: the shipped one).
+    """
+
+    models: tuple[str, ...] = MODELS
+    held_out: tuple[str, ...] = HELD_OUT
+    devices: tuple[int, ...] = DEVICES
+    methods: tuple[str, ...] = METHODS
+    seeds: int = 1
+    capacity_fraction: float | None = CAPACITY_FRACTION
+    steps: int = GDP_ONE_STEPS
+    finetune: int = FINETUNE_STEPS
+    policy: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.methods) - set(METHODS))
+        if unknown:
+            raise GraphoptError(
+                f"gdp-table1: unknown methods {unknown}; valid: {', '.join(METHODS)}"
+            )
+        if not self.models and not self.held_out:
+            raise GraphoptError("gdp-table1: name at least one zoo model")
+        if not self.devices or min(self.devices) < 2 or max(self.devices) > 8:
+            raise GraphoptError(f"gdp-table1: device counts must be in 2..8, got {self.devices}")
+        if self.seeds < 1 or self.steps < 1 or self.finetune < 1:
+            raise GraphoptError("gdp-table1: seeds, steps and finetune must be >= 1")
+        if self.capacity_fraction is not None and not 0 < self.capacity_fraction:
+            raise GraphoptError("gdp-table1: the capacity fraction must be > 0")
+
+    def title(self) -> str:
+        """The report's title: what ran, at which budgets."""
+        capacity = (
+            "no capacity"
+            if self.capacity_fraction is None
+            else f"capacity {self.capacity_fraction:g} x the one-device peak"
+        )
+        return (
+            f"GDP table 1 shape: placement of {len(self.models) + len(self.held_out)} zoo "
+            f"training graphs on {', '.join(map(str, self.devices))} devices ({LATENCY * 1e6:g} "
+            f"us, {BANDWIDTH / 1e9:g} GB/s, {capacity}); GDP-one {self.steps} PPO steps from "
+            f"scratch, fine-tuning {self.finetune} steps from the pre-trained policy; "
+            f"{self.seeds} seed(s)"
+        )
+
+    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
+        """Exports the graphs, runs the suite into `folder`; returns summary lines and files."""
+        progress(0, 0, "exporting graphs")
+        rows = run_table1(
+            zoo_training_graphs(self.models + self.held_out),
+            self.devices,
+            self.methods,
+            self.seeds,
+            self.capacity_fraction,
+            self.steps,
+            self.finetune,
+            policy=self.policy,
+            progress=progress,
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        text = markdown(rows, self.held_out)
+        (folder / "summary.md").write_text(f"# {self.title()}\n\nCommand: `{command}`\n\n{text}\n")
+        written = [
+            write_csv(folder / "runs.csv", rows),
+            folder / "summary.md",
+            plot(rows, folder / "gdp.png"),
+        ]
+        (folder / "runs.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
+        written.append(folder / "runs.json")
+        return [self.title(), text], written
