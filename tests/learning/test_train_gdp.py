@@ -167,6 +167,7 @@ def test_worker_processes_and_ray_score_as_this_process_does(tmp_path) -> None:
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # 17 s of Ray start-up; RayWorkers itself is covered by REGAL's Ray test
 def test_ray_local_mode_scores_placements_as_this_process_does(tmp_path) -> None:
     ray = pytest.importorskip("ray")
     from graphopt.learning.train_gdp import GraphSource, ScoringEnv
