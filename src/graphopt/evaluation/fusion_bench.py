@@ -166,16 +166,16 @@ def base_solution(graph: Graph, machine: Machine, evaluations: int) -> Solution:
     return dataclasses.replace(result.solution, fusion=None)
 
 
-def rescore(graph: Graph, machine: Machine, base: Solution, solution: Solution) -> Score:
-    """The fused solution's score, checked: legal, on the base's placement, twins agree.
+def checked_score(graph: Graph, machine: Machine, solution: Solution) -> Score:
+    """The solution's score, checked by the plain reference too where the graph is small.
+
+    Graphs of at most `REFERENCE_MAX_OPS` ops are re-scored by both twins, which must agree.
 
     Raises:
         SolutionError: an illegal solution (the scorer names the rule).
-        RuntimeError: the placement moved, or the scorer and the reference disagree.
+        RuntimeError: the scorer and the reference disagree.
     """
     score = Scorer(graph, machine).score(solution)
-    if not np.array_equal(solution.placement, base.placement):
-        raise RuntimeError(f"{graph.name}: a fusion policy moved ops between devices")
     if graph.n_ops <= REFERENCE_MAX_OPS:
         truth = reference_score(graph, solution, machine)
         if truth.peak_memory_per_device != score.peak_memory_per_device or not math.isclose(
@@ -185,6 +185,19 @@ def rescore(graph: Graph, machine: Machine, base: Solution, solution: Solution) 
                 f"{graph.name}: scorer ({score.makespan}, {score.peak_memory_per_device}) and "
                 f"reference ({truth.makespan}, {truth.peak_memory_per_device}) disagree"
             )
+    return score
+
+
+def rescore(graph: Graph, machine: Machine, base: Solution, solution: Solution) -> Score:
+    """The fused solution's score, checked: legal, on the base's placement, twins agree.
+
+    Raises:
+        SolutionError: an illegal solution (the scorer names the rule).
+        RuntimeError: the placement moved, or the scorer and the reference disagree.
+    """
+    score = checked_score(graph, machine, solution)
+    if not np.array_equal(solution.placement, base.placement):
+        raise RuntimeError(f"{graph.name}: a fusion policy moved ops between devices")
     return score
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from graphopt.learning.envs.placement import PlacementEnv
-from graphopt.solvers.list_scheduling import heft_timeline
 from graphopt.solvers.partition import memory_weights, metis_partition
 
 HINT_BALANCES = ("runtime", "memory")
@@ -48,8 +47,7 @@ def partition_hint(env: PlacementEnv) -> np.ndarray:
                 weights = memory_weights(graph, scale)
                 parts = metis_partition(graph, n_devices, weights, 0, imbalance=0.05)
                 candidates.append(_stage_numbered(graph.topological_order, parts, n_devices))
-        heft = heft_timeline(graph, env.machine).placement
-        candidates.append(_stage_numbered(graph.topological_order, heft, n_devices))
+        candidates.append(_stage_numbered(graph.topological_order, env.heft.placement, n_devices))
     outcome = env.step(np.stack(candidates))
     best = np.lexsort((outcome.makespan, outcome.excess))[0]
     return candidates[best]

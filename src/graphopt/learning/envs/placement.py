@@ -17,6 +17,7 @@ graphs with room for parallelism one device is far behind HEFT.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from graphopt.costmodels.score import Scorer
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import SolverError
-from graphopt.solvers.list_scheduling import bottom_levels, heft_timeline
+from graphopt.solvers.list_scheduling import TimedSchedule, bottom_levels, heft_timeline
 from graphopt.solvers.ready_queue import ready_queue_orders
 
 INFEASIBLE_REWARD = -10.0
@@ -81,12 +82,17 @@ class PlacementEnv:
                 f"got shape {self.priorities.shape}"
             )
         if reference is None:
-            reference = min(heft_timeline(graph, machine).makespan, graph.total_runtime)
+            reference = min(self.heft.makespan, graph.total_runtime)
             # No ops, or only zero runtimes: any positive scale keeps rewards finite.
             reference = reference if reference > 0 else 1.0
         if not reference > 0:
             raise SolverError(f"reference makespan must be > 0, got {reference}")
         self.reference = reference
+
+    @cached_property
+    def heft(self) -> TimedSchedule:
+        """HEFT's own schedule of the graph (the reference's and the partition hint's), once."""
+        return heft_timeline(self.graph, self.machine)
 
     @property
     def n_devices(self) -> int:
