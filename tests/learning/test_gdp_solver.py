@@ -11,8 +11,11 @@ from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.io import read_solution, write_graph
-from graphopt.learning.gdp import GDP, GDPSolverConfig
-from graphopt.solvers.base import Budget, Problem, SolverError
+from graphopt.ir.solution import Solution
+from graphopt.learning.envs.placement import PlacementEnv
+from graphopt.learning.gdp import GDP, GDPSolverConfig, offer_scheduled
+from graphopt.learning.placement_hint import partition_hint
+from graphopt.solvers.base import Budget, Problem, SolverError, Tracker
 from graphopt.solvers.registry import make_solver
 
 
@@ -90,3 +93,32 @@ def test_a_policy_for_another_system_is_refused_naming_both(policy, tmp_path) ->
     problem = Problem(generate("layered", 20, seed=1), Machine(2), "makespan")
     with pytest.raises(SolverError, match="GDP policy"):
         make_solver("gdp", regal).solve(problem, Budget(10))
+
+
+def test_offers_are_scheduled_as_the_policys_environment_schedules() -> None:
+    graph = generate("layered", 60, seed=3)
+    machine = Machine(n_devices=3, latency=1e-3, bandwidth=1e7)
+    problem = Problem(graph, machine, "makespan")
+    placements = np.random.default_rng(0).integers(0, 3, (6, graph.n_ops))
+    for schedulers in (("ready-queue",), ("timeline",), ("ready-queue", "timeline")):
+        env = PlacementEnv(graph, machine, schedulers=schedulers)
+        tracker = Tracker(problem, Budget(evaluations=10))
+        offer_scheduled(problem, tracker, env, placements)
+        assert tracker.evaluations == 6
+        best = int(np.argmin(env.step(placements).makespan))
+        assert tracker.best_key == (0, env.step(placements[best]).makespan[0])
+        solution = Solution(tracker.best_placement, tracker.best_order, 3)
+        assert reference_score(graph, solution, machine).makespan == tracker.best_key[1]
+
+
+def test_a_hinted_policy_offers_its_hint_first_and_never_returns_worse(hinted_gdp_policy) -> None:
+    graph = generate("layered", 60, seed=9)
+    machine = Machine(n_devices=3, latency=1e-3, bandwidth=1e7)
+    problem = Problem(graph, machine, "makespan")
+    solver = GDP(GDPSolverConfig(hinted_gdp_policy, samples=4))
+    result = solver.solve(problem, Budget(evaluations=100), seed=0)
+    assert result.evaluations == 1 + 1 + 4  # the hint, the most likely placement, the samples
+    env = PlacementEnv(graph, machine)
+    hint = env.step(partition_hint(env)).makespan[0]
+    assert result.value <= hint
+    assert solver.solve(problem, Budget(evaluations=1), seed=0).value == hint

@@ -11,6 +11,7 @@ from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.networks.regal import (
     PolicyConfig,
     RegalPolicy,
+    antithetic_actions,
     entropy,
     greedy_actions,
     log_probability,
@@ -187,3 +188,17 @@ def test_graph_sum_and_mean_equal_torch_geometric_scatter(trailing) -> None:
         assert torch.equal(
             graph_mean(values, index, graphs), scatter(values, index, 0, graphs, reduce="mean")
         )
+
+
+def test_antithetic_pairs_mirror_and_keep_each_samples_distribution() -> None:
+    logits = torch.log(torch.tensor([[[0.1, 0.2, 0.3, 0.4]], [[0.7, 0.1, 0.1, 0.1]]]))
+    drawn = antithetic_actions(logits, torch.Generator().manual_seed(0), 20_000)
+    assert drawn.shape == (20_000, 2, 1)
+    for op in range(2):
+        counts = torch.bincount(drawn[:, op, 0], minlength=4).float() / 20_000
+        assert torch.allclose(counts, torch.softmax(logits[op, 0], 0), atol=0.015)
+    # Partners are mirrored: a low first level pairs with a high second one.
+    first, second = drawn[:10_000, 0, 0], drawn[10_000:, 0, 0]
+    assert torch.corrcoef(torch.stack([first.float(), second.float()]))[0, 1] < -0.7
+    with pytest.raises(ValueError, match="pairs"):
+        antithetic_actions(logits, None, 3)

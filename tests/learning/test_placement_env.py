@@ -68,3 +68,36 @@ def test_bad_placements_and_priorities_are_refused_naming_the_item() -> None:
         env.step(np.zeros((2, 19), dtype=np.int64))
     with pytest.raises(SolverError, match="expected 20 values"):
         PlacementEnv(graph, Machine(n_devices=2), priorities=np.ones(3))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_with_timelines_each_placement_keeps_its_better_schedule(seed) -> None:
+    rng = np.random.default_rng(seed)
+    graph = generate(("layered", "sbm", "erdos_renyi", "barabasi_albert")[seed % 4], 60, seed=seed)
+    free = Machine(n_devices=2 + seed % 3, latency=1e-3 * (seed % 2), bandwidth=1e7)
+    placements = rng.integers(0, free.n_devices, (5, graph.n_ops))
+    peaks = PlacementEnv(graph, free).step(placements).peaks
+    capacity = int(np.median(peaks.max(axis=1)))  # some placements fit, some do not
+    machine = Machine(
+        n_devices=free.n_devices, latency=free.latency, bandwidth=free.bandwidth, capacity=capacity
+    )
+    alone = {
+        name: PlacementEnv(graph, machine, schedulers=(name,)).step(placements)
+        for name in ("ready-queue", "timeline")
+    }
+    env = PlacementEnv(graph, machine, schedulers=("ready-queue", "timeline"))
+    both = env.step(placements)
+    for b in range(5):
+        options = [(o.excess[b], o.makespan[b]) for o in alone.values()]
+        assert (both.excess[b], both.makespan[b]) == min(options)
+        expected = reference_score(graph, env.solution(placements[b]), machine)
+        assert expected.makespan == both.makespan[b]
+        assert tuple(both.peaks[b]) == expected.peak_memory_per_device
+
+
+def test_unknown_schedulers_are_refused() -> None:
+    graph = generate("layered", 20, seed=1)
+    with pytest.raises(SolverError, match="schedulers: need one or more of ready-queue, timeline"):
+        PlacementEnv(graph, Machine(n_devices=2), schedulers=("fifo",))
+    with pytest.raises(SolverError, match=r"got \[\]"):
+        PlacementEnv(graph, Machine(n_devices=2), schedulers=())

@@ -20,7 +20,7 @@ from graphopt.learning.placement_hint import (
     partition_hint,
 )
 from graphopt.learning.train_gdp import PlacementTask, most_likely
-from graphopt.solvers.list_scheduling import heft_timeline
+from graphopt.solvers.list_scheduling import HEFT_VARIANTS, heft_timeline
 from graphopt.solvers.partition import metis_partition
 
 
@@ -33,14 +33,20 @@ def candidates(env: PlacementEnv) -> list[np.ndarray]:
         for balance in HINT_BALANCES
         for imbalance in HINT_IMBALANCES
     ]
-    return [*found, heft_timeline(graph, env.machine).placement]
+    heft = [
+        heft_timeline(graph, env.machine, insertion=insertion, lookahead=lookahead).placement
+        for insertion, lookahead in HEFT_VARIANTS.values()
+    ]
+    return [*found, *heft]
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("n_devices", [2, 4])
 def test_the_hint_is_the_fastest_candidate_with_devices_in_pipeline_order(seed, n_devices) -> None:
     graph = generate(("layered", "sbm", "erdos_renyi")[seed % 3], 80, seed=seed)
-    env = PlacementEnv(graph, Machine(n_devices=n_devices, latency=1e-4, bandwidth=1e8))
+    schedulers = ("ready-queue", "timeline")[: 1 + seed % 2]
+    machine = Machine(n_devices=n_devices, latency=1e-4, bandwidth=1e8)
+    env = PlacementEnv(graph, machine, schedulers=schedulers)
     hint = partition_hint(env)
     assert hint.shape == (graph.n_ops,) and hint.dtype == np.int32
     assert 0 <= hint.min() and hint.max() < n_devices

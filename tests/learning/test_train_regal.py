@@ -12,6 +12,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from graphopt.configs import FieldError
 from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.envs.regal import RolloutEnv
 from graphopt.learning.records import REGAL_FORMAT
@@ -60,6 +61,29 @@ def test_training_writes_checkpoints_and_logs(toy_dataset, tmp_path) -> None:
     policy = load_policy(run / "best.pt", "peak-memory", 2)
     assert policy.metadata["step"] == state.best_step
     assert policy.metadata["validation_reward"] == pytest.approx(state.best_validation)
+
+
+def test_variance_switches_train_and_each_validation_keeps_its_graphs(toy_dataset, tmp_path):
+    config = _config(toy_dataset, samples_per_graph=4, advantage="sample-mean")
+    config = replace(
+        config,
+        rollouts=replace(config.rollouts, antithetic=True),
+        reinforce=replace(config.reinforce, normalize=True),
+    )
+    train(config, tmp_path / "run")
+    run = tmp_path / "run"
+    logged = {int(r["step"]): float(r["validation_reward"]) for r in _rows(run / "log.csv")
+              if r["validation_reward"]}  # fmt: skip
+    assert sorted(logged) == [0, 2, 4]
+    for step, mean in logged.items():
+        with np.load(run / "validations" / f"step-{step:07d}.npz") as kept:
+            assert kept["reward"].shape == (4,) and kept["index"].shape == (4,)
+            assert kept["reward"].mean() == pytest.approx(mean)
+        assert load_policy(run / "snapshots" / f"step-{step:07d}.pt").metadata["step"] == step
+    with pytest.raises(FieldError, match="antithetic samples come in pairs"):
+        replace(config.rollouts, samples_per_graph=3)
+    with pytest.raises(TrainingError, match=r"samples_per_graph >= 4 with antithetic pairs"):
+        replace(config, rollouts=replace(config.rollouts, samples_per_graph=2))
 
 
 @pytest.mark.parametrize(
@@ -309,13 +333,25 @@ them)."""
 
 @pytest.mark.parametrize("name", sorted(SHIPPED_FLAT))
 def test_the_flat_layout_of_each_shipped_config_reads_the_same(name) -> None:
-    regal = [p.stem for p in CONFIGS.glob("*.json") if not p.stem.startswith(("gflownet", "gdp"))]
+    newer = ("gflownet", "gdp", "regal-campaign")  # written after the sections
+    regal = [p.stem for p in CONFIGS.glob("*.json") if not p.stem.startswith(newer)]
     assert sorted(regal) == sorted(SHIPPED_FLAT)
     nested = TrainConfig.load(name)
     assert TrainConfig.from_dict(SHIPPED_FLAT[name]) == nested
     assert TrainConfig.from_dict(json.loads(json.dumps(asdict(nested)))) == nested
     flat = {key: _at(asdict(nested), path) for key, path in FLAT_FIELDS.items()}
     assert TrainConfig.from_dict(flat) == nested
+
+
+@pytest.mark.parametrize("objective", ["peak-memory", "makespan"])
+@pytest.mark.parametrize("budget", ["", "-5k"])
+def test_campaign_configs_are_the_shipped_ones_at_the_campaign_budget(objective, budget) -> None:
+    campaign = TrainConfig.load(f"regal-campaign-{objective}{budget}")
+    shipped = TrainConfig.load(f"regal-{objective}")
+    assert campaign.rollouts.train_evaluations == (5000 if budget else 1000)
+    assert campaign.run.steps >= 10_000 and campaign.run.workers == 0
+    same = {"name": shipped.name, "rollouts": shipped.rollouts, "run": shipped.run}
+    assert replace(campaign, **same) == shipped
 
 
 def _at(data: dict, path: tuple[str, ...]):

@@ -25,7 +25,9 @@ GFLOWNET_SUITES = (
 FUSION_SUITE = "fusion-table3"
 """Paper 002's table 3: fusion policies over no fusion (`graphopt.evaluation.fusion_bench`)."""
 GDP_SUITE = "gdp-table1"
-"""Paper 003's tables 1-2 and paper 002's fig. 5: placement (`graphopt.evaluation.gdp_bench`)."""
+"""Paper 003's tables 1-2: placement (`graphopt.evaluation.gdp_bench`)."""
+GDP_FIG5_SUITE = "gdp-fig5"
+"""Paper 002's fig. 5 for placement: held-out families (`graphopt.evaluation.gdp_fig5`)."""
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -49,7 +51,7 @@ def bench(
         str,
         typer.Argument(
             help="Suite name (tiny-20, small-100, zoo-held-out, zoo-real, fusion-table3, "
-            "gdp-table1, gflownet-*, ...), dataset:DIR:SPLIT[:N] (N graphs of a built "
+            "gdp-table1, gdp-fig5, gflownet-*, ...), dataset:DIR:SPLIT[:N] (N graphs of a built "
             "dataset's split) or a folder of graphs."
         ),
     ],
@@ -63,7 +65,7 @@ def bench(
     devices: Annotated[
         int | None,
         typer.Option(
-            help="Number of devices [default: 2; zoo-real, gdp-table1: 2, 4 and 8; "
+            help="Number of devices [default: 2; zoo-real, gdp-*: 2, 4 and 8; "
             "fusion-table3: 1, 2, 4]."
         ),
     ] = None,
@@ -131,7 +133,8 @@ def bench(
         typer.Option(
             min=1,
             help="gflownet-robustness/-real/-losses: training steps per run [default: 200]; "
-            "gdp-table1: GDP-one's PPO steps [default: 100].",
+            "gdp-table1: GDP-one's PPO steps [default: 100]; gdp-fig5: PPO steps of each "
+            "pre-training run [default: 150].",
         ),
     ] = None,
     ppo_steps: Annotated[
@@ -150,7 +153,8 @@ def bench(
             help="fusion-table3, gdp-table1: comma-separated zoo models whose training graphs "
             "run [default: fusion-table3: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,"
             "lstm-lm-unrolled-32; gdp-table1: gpt2-tiny,inception-small,wavenet,gnmt-tiny,"
-            "lstm-lm-unrolled-32 and the held-out llama-tiny,t5-tiny]."
+            "lstm-lm-unrolled-32 and the held-out llama-tiny,t5-tiny]; gdp-fig5: families "
+            "held out in turn [default: transformer,inception,wavenet,rnn]."
         ),
     ] = None,
     policies: Annotated[
@@ -158,7 +162,7 @@ def bench(
         typer.Option(
             help="fusion-table3: comma-separated fusion policies (none, default, xla-priority, "
             "greedy, sa); gdp-table1: comma-separated methods (one-device, expert, metis, "
-            "metis+rq, heft, hdp, gdp-one, gdp-zero-shot, gdp-finetune) [default: all]."
+            "hint, heft, brkga, regal, hdp, gdp-one, gdp-zero-shot, gdp-finetune) [default: all]."
         ),
     ] = None,
     as_json: JsonFlag = False,
@@ -175,6 +179,9 @@ def bench(
 
     if suite == FUSION_SUITE:
         _bench_fusion(models, policies, devices, budget, seeds, output_dir, as_json)
+        return
+    if suite == GDP_FIG5_SUITE:
+        _bench_gdp_fig5(models, devices, seeds, steps, output_dir, as_json)
         return
     if suite == GDP_SUITE:
         _bench_gdp(
@@ -331,6 +338,27 @@ def _bench_gdp(
         policy=policy,
     )
     _run_suite(GDP_SUITE, settings, output_dir, as_json)
+
+
+def _bench_gdp_fig5(
+    families: str | None,
+    devices: int | None,
+    seeds: int | None,
+    steps: int | None,
+    output_dir: Path,
+    as_json: bool,
+) -> None:
+    """`bench gdp-fig5`: pre-train without each family, then zero-shot and fine-tune on it."""
+    from graphopt.evaluation.gdp_fig5 import GDPFig5Bench
+
+    defaults = GDPFig5Bench()
+    settings = GDPFig5Bench(
+        families=defaults.families if families is None else _names(families),
+        devices=defaults.devices if devices is None else (devices,),
+        steps=defaults.steps if steps is None else steps,
+        seeds=1 if seeds is None else seeds,
+    )
+    _run_suite(GDP_FIG5_SUITE, settings, output_dir, as_json)
 
 
 class _Suite(Protocol):

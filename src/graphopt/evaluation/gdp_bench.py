@@ -8,12 +8,16 @@ where that bound is higher), by:
 - one-device: every op on device 0 (infeasible under the capacity: its excess is reported);
 - expert: the human-expert split of whole modules in order, balanced by runtime;
 - metis: the `gp-metis` solver (METIS splits, DFS orders, its own search);
-- metis+rq: the better of METIS splits, HEFT's placement and one device, each scheduled by GO's
-  ready queues (`placement_hint`, the classical placement GDP's policy starts from);
+- hint: the best of METIS splits, HEFT's variants' placements and one device, each scheduled as the
+  pre-trained policy's environment schedules (`placement_hint`, the classical placement GDP's
+  policy starts from; with the shipped policy, the better of GO's ready queues and insertion
+  timelines);
 - heft: HEFT's placement and insertion schedule;
+- brkga, regal: BRKGA (placement and order genes) and the shipped REGAL policy (2 devices only)
+  at GDP-one's evaluations;
 - hdp: the HDP grouper + placer trained on the graph with REINFORCE, at GDP-one's evaluations;
 - gdp-one: GDP's network trained from scratch on this graph alone (`GDP_ONE_STEPS` PPO steps);
-- gdp-zero-shot: the pre-trained (shipped) policy's most likely placement and samples;
+- gdp-zero-shot: the pre-trained (shipped) policy's hint, most likely placement and samples;
 - gdp-finetune: the pre-trained policy after `FINETUNE_STEPS` PPO steps on the graph (GDP-batch
   then fine-tuned, GDP's table 2 and GO's fig. 5).
 
@@ -47,7 +51,7 @@ from graphopt.evaluation.fusion_bench import (
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.learning.envs.placement import PlacementEnv
-from graphopt.learning.gdp import GDP, GDPSolverConfig
+from graphopt.learning.gdp import GDP, GDPSolverConfig, load_gdp_checkpoint, shipped_gdp_policy
 from graphopt.learning.placement_hint import partition_hint
 from graphopt.solvers.base import Budget, Problem
 from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
@@ -110,35 +114,45 @@ def _solve(cell: Cell, solver: Any, evaluations: int, seed: int) -> Solution:
 
 
 def _placed(cell: Cell, placement: np.ndarray) -> Solution:
-    """A placement scheduled by GO's ready queues."""
+    """A placement scheduled as the cell's environment schedules placements."""
     return cell.env.solution(placement)
 
 
 def _methods(
     steps: int, finetune: int, samples: int, policy: str | None
-) -> dict[str, Callable[[Cell, int], Solution]]:
-    """Method name -> (cell, seed) -> solution."""
+) -> dict[str, Callable[[Cell, int], Solution | None]]:
+    """Method name -> (cell, seed) -> solution, or None where the method does not apply.
+
+    BRKGA, REGAL (its shipped policy places onto 2 devices only) and HDP get the evaluations of
+    GDP-one's policy; each GDP variant one more, for the partition hint it offers first.
+    """
     evaluations = (steps + 1) * samples + 2
     return {
         "one-device": lambda cell, seed: _placed(cell, np.zeros(cell.graph.n_ops, np.int32)),
         "expert": lambda cell, seed: _solve(cell, make_solver("expert"), 1, seed),
         "metis": lambda cell, seed: _solve(cell, make_solver("gp-metis"), METIS_EVALUATIONS, seed),
-        "metis+rq": lambda cell, seed: _placed(cell, partition_hint(cell.env)),
+        "hint": lambda cell, seed: _placed(cell, partition_hint(cell.env)),
         "heft": lambda cell, seed: _solve(cell, make_solver("heft"), 10, seed),
+        "brkga": lambda cell, seed: _solve(cell, make_solver("brkga"), evaluations, seed),
+        "regal": lambda cell, seed: (
+            _solve(cell, make_solver("regal"), evaluations, seed)
+            if cell.machine.n_devices == 2
+            else None
+        ),
         "hdp": lambda cell, seed: _solve(cell, make_solver("hdp"), evaluations, seed),
         "gdp-one": lambda cell, seed: _solve(
             cell,
             GDP(GDPSolverConfig(policy, finetune=steps, samples=samples, scratch=True)),
-            evaluations,
+            evaluations + 1,
             seed,
         ),
         "gdp-zero-shot": lambda cell, seed: _solve(
-            cell, GDP(GDPSolverConfig(policy, samples=samples)), samples + 1, seed
+            cell, GDP(GDPSolverConfig(policy, samples=samples)), samples + 2, seed
         ),
         "gdp-finetune": lambda cell, seed: _solve(
             cell,
             GDP(GDPSolverConfig(policy, finetune=finetune, samples=samples)),
-            (finetune + 1) * samples + 2,
+            (finetune + 1) * samples + 3,
             seed,
         ),
     }
@@ -146,6 +160,12 @@ def _methods(
 
 METHODS = tuple(_methods(1, 1, 1, None))
 """Every method of the suite, in table order."""
+
+
+def policy_schedulers(policy: str | None) -> tuple[str, ...]:
+    """How the pre-trained policy's environment schedules placements (None: the shipped one's)."""
+    path = policy or shipped_gdp_policy()
+    return ("ready-queue",) if path is None else load_gdp_checkpoint(path)[2].schedulers
 
 
 def rescored(cell: Cell, solution: Solution) -> tuple[float, int]:
@@ -180,6 +200,7 @@ def run_table1(
     "skipped" above `REFERENCE_MAX_OPS` ops).
     """
     table = _methods(steps, finetune, samples, policy)
+    schedulers = policy_schedulers(policy)
     unknown = sorted(set(methods) - set(table))
     if unknown:
         raise GraphoptError(f"gdp-table1: unknown methods {unknown}; valid: {', '.join(table)}")
@@ -189,13 +210,16 @@ def run_table1(
         for n_devices in devices:
             machine = _machine(graph, n_devices, capacity_fraction)
             bound = makespan_lower_bound(graph, machine)
-            cell = Cell(graph, machine, PlacementEnv(graph, machine), bound)
+            env = PlacementEnv(graph, machine, schedulers=schedulers)
+            cell = Cell(graph, machine, env, bound)
             for name in methods:
                 for seed in range(seeds):
                     if progress is not None:
                         progress(len(rows), total, f"{graph.name}, {n_devices} dev., {name}")
                     start = time.perf_counter()
                     solution = table[name](cell, seed)
+                    if solution is None:  # the method does not apply to this cell
+                        continue
                     seconds = time.perf_counter() - start
                     makespan, excess = rescored(cell, solution)
                     rows.append(
@@ -220,7 +244,7 @@ def run_table1(
     return rows
 
 
-def _mean(rows: Sequence[dict[str, Any]], graph: str, devices: int, method: str) -> dict | None:
+def mean_cell(rows: Sequence[dict[str, Any]], graph: str, devices: int, method: str) -> dict | None:
     """The cell's mean makespan, seconds and worst excess over seeds; None if not run."""
     found = [r for r in rows if (r["graph"], r["devices"], r["method"]) == (graph, devices, method)]
     if not found:
@@ -240,7 +264,7 @@ def _cells(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, float]]:
     return [(g, d, b) for (g, d), b in seen.items()]
 
 
-def _ms(cell: dict | None) -> str:
+def ms(cell: dict | None) -> str:
     """A makespan in ms, marked with * when over capacity; '-' when not run."""
     if cell is None:
         return "-"
@@ -253,7 +277,7 @@ def gains(
     """(graph, devices, baseline makespan / method makespan - 1) where both ran and fit."""
     found = []
     for graph, devices, _ in _cells(rows):
-        ours, theirs = (_mean(rows, graph, devices, m) for m in (method, against))
+        ours, theirs = (mean_cell(rows, graph, devices, m) for m in (method, against))
         if ours and theirs and not ours["excess"] and not theirs["excess"]:
             found.append((graph, devices, theirs["makespan"] / ours["makespan"] - 1))
     return found
@@ -274,7 +298,7 @@ def markdown(rows: Sequence[dict[str, Any]], held_out: Sequence[str] = ()) -> st
         "| --- | ---: | ---: | " + " | ".join("---:" for _ in methods) + " |",
     ]
     for graph, devices, bound in _cells(rows):
-        cells = [_ms(_mean(rows, graph, devices, m)) for m in methods]
+        cells = [ms(mean_cell(rows, graph, devices, m)) for m in methods]
         lines.append(f"| {graph} | {devices} | {bound * 1e3:.3f} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -286,7 +310,7 @@ def markdown(rows: Sequence[dict[str, Any]], held_out: Sequence[str] = ()) -> st
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for method in ("gdp-one", "gdp-finetune", "gdp-zero-shot"):
-        for against in ("expert", "metis", "metis+rq", "heft", "hdp", "gdp-one"):
+        for against in ("expert", "metis", "hint", "heft", "brkga", "regal", "hdp", "gdp-one"):
             found = [g for *_, g in gains(rows, method, against)] if method != against else []
             if found:
                 lines.append(
@@ -305,11 +329,12 @@ def markdown(rows: Sequence[dict[str, Any]], held_out: Sequence[str] = ()) -> st
             if graph.split(".")[0] not in held_out:
                 continue
             zero, tuned, one = (
-                _mean(rows, graph, devices, m) for m in ("gdp-zero-shot", "gdp-finetune", "gdp-one")
+                mean_cell(rows, graph, devices, m)
+                for m in ("gdp-zero-shot", "gdp-finetune", "gdp-one")
             )
             ratio = f"{zero['makespan'] / tuned['makespan'] - 1:+.1%}" if zero and tuned else "-"
             lines.append(
-                f"| {graph} | {devices} | {_ms(zero)} | {_ms(tuned)} | {_ms(one)} | {ratio} |"
+                f"| {graph} | {devices} | {ms(zero)} | {ms(tuned)} | {ms(one)} | {ratio} |"
             )
     seconds = {
         m: float(np.median([r["seconds"] for r in rows if r["method"] == m])) for m in methods
@@ -320,6 +345,27 @@ def markdown(rows: Sequence[dict[str, Any]], held_out: Sequence[str] = ()) -> st
     return "\n".join(lines)
 
 
+def expert_bars(
+    ax: Any,
+    rows: Sequence[dict[str, Any]],
+    cells: Sequence[tuple[str, int]],
+    methods: Sequence[str],
+    labels: Sequence[str],
+) -> None:
+    """Bars of each method's makespan / the expert split's per (graph, devices) cell on `ax`."""
+    width = 0.8 / max(len(methods), 1)
+    for index, method in enumerate(methods):
+        values = []
+        for graph, devices in cells:
+            ours, expert = (mean_cell(rows, graph, devices, m) for m in (method, "expert"))
+            values.append(ours["makespan"] / expert["makespan"] if ours and expert else np.nan)
+        ax.bar(np.arange(len(cells)) + index * width, values, width, label=method)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(cells)) + 0.4 - width / 2)
+    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=7)
+    ax.set_ylabel("makespan / expert's (lower is better)")
+
+
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     """Makespan relative to expert, per graph (bars by method), one panel per device count."""
     plt = pyplot()
@@ -328,24 +374,11 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     graphs = list(dict.fromkeys(r["graph"] for r in rows))
     methods = [m for m in METHODS if m != "one-device" and any(r["method"] == m for r in rows)]
     figure, axes = plt.subplots(1, len(devices), figsize=(5 * len(devices), 4), squeeze=False)
-    width = 0.8 / max(len(methods), 1)
     for column, n_devices in enumerate(devices):
         ax = axes[0, column]
-        for index, method in enumerate(methods):
-            values = []
-            for graph in graphs:
-                ours, expert = (
-                    _mean(rows, graph, n_devices, method),
-                    _mean(rows, graph, n_devices, "expert"),
-                )
-                values.append(ours["makespan"] / expert["makespan"] if ours and expert else np.nan)
-            ax.bar(np.arange(len(graphs)) + index * width, values, width, label=method)
-        ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks(np.arange(len(graphs)) + 0.4 - width / 2)
-        ax.set_xticklabels([g.split(".")[0] for g in graphs], rotation=30, ha="right", fontsize=8)
+        labels = [g.split(".")[0] for g in graphs]
+        expert_bars(ax, rows, [(g, n_devices) for g in graphs], methods, labels)
         ax.set_title(f"{n_devices} devices")
-        if column == 0:
-            ax.set_ylabel("makespan / expert's (lower is better)")
     axes[0, 0].legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)

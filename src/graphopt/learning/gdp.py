@@ -1,27 +1,30 @@
 """GDP's placement policy as a solver (paper 003): zero-shot placement, optionally fine-tuned.
 
-The policy places every op in one forward pass; GO's ready-queue scheduler orders the events
-(`envs.placement`), and the scorer scores them. The solver offers the policy's most likely
-placement (zero-shot), then, with `finetune` > 0, takes that many PPO steps on this graph alone
-from the checkpoint's weights with its training settings (GDP's fine-tuning, "in under 50
-steps"; every placement they sample is offered, one evaluation each) and offers the most
-likely placement again; then `samples` placements sampled from the policy (each one
-evaluation). The tracker keeps the best. Pinned ops keep their pins. Without a `policy`, the
-shipped one (`graphopt/policies/gdp-makespan.pt`) is used; a policy places onto 2..its
-`max_devices` devices.
+The policy places every op in one forward pass; its environment's schedulers order the events
+(`envs.placement`: GO's ready queues, and insertion timelines when it was trained with them),
+and the scorer scores them. The solver offers, one evaluation each: the partition hint itself
+when the policy takes one (so that it never returns worse than its classical start: trained on
+small graphs, the shipped policy strays from the hint on resnet18 by 15-28 %), the policy's
+most likely placement (zero-shot), then, with `finetune` > 0, every placement sampled by that
+many PPO steps on this graph alone from the checkpoint's weights with its training settings
+(GDP's fine-tuning, "in under 50 steps") and the most likely placement again; then `samples`
+placements sampled from the policy. The tracker keeps the best. Pinned ops keep their pins.
+Without a `policy`, the shipped one (`graphopt/policies/gdp-makespan.pt`) is used; a policy
+places onto 2..its `max_devices` devices.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 
 import numpy as np
 import torch
 
 from graphopt.ir.solution import Solution
+from graphopt.learning.envs.placement import PlacementEnv
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.networks.gdp import GDPPolicy
 from graphopt.learning.networks.gdp_config import GDP_FORMAT, GDPConfig
@@ -29,7 +32,7 @@ from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.train_gdp import GDPTrainer, Graphs, TrainConfig, most_likely, sample
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
-from graphopt.solvers.ready_queue import offer_only_placement, offer_placement, offer_placements
+from graphopt.solvers.ready_queue import offer_only_placement
 
 
 @dataclass(frozen=True)
@@ -128,9 +131,14 @@ class GDP(Solver):
         if offer_only_placement(problem, tracker):
             return
         policy, trained = self._checkpoint(machine.n_devices, rng)
-        graphs = Graphs({"train": [graph]}, machine, policy.hint_strength is not None)
+        graphs = Graphs(
+            {"train": [graph]}, machine, policy.hint_strength is not None, trained.schedulers
+        )
         task = graphs.get("train", 0)
-        offer_placement(problem, tracker, most_likely(policy, task))
+        offer = partial(offer_scheduled, problem, tracker, task.env)
+        if task.hint is not None:
+            offer(task.hint.numpy())
+        offer(most_likely(policy, task))
         if self.config.finetune:
             run = replace(trained.run, steps=self.config.finetune, seed=int(rng.integers(2**62)))
             tune = replace(trained, graphs_per_step=1, run=run)
@@ -138,12 +146,29 @@ class GDP(Solver):
             for step in range(self.config.finetune):
                 trainer.step(step)
                 for _, sampled, _ in trainer.sampled:
-                    offer_placements(problem, tracker, sampled)
-            offer_placement(problem, tracker, most_likely(policy, task))
+                    offer(sampled)
+            offer(most_likely(policy, task))
         if self.config.samples:
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
             sampled, _ = sample(policy, task, self.config.samples, generator)
-            offer_placements(problem, tracker, sampled)
+            offer(sampled)
+
+
+def offer_scheduled(
+    problem: Problem, tracker: Tracker, env: PlacementEnv, placements: np.ndarray
+) -> None:
+    """Offers placements ([B, n_ops] or [n_ops], pins applied) scheduled as `env` schedules them.
+
+    The policy learned what its environment's schedulers make of a placement, so its solutions
+    are scheduled the same way; as many rows as the budget has left.
+    """
+    placements = np.atleast_2d(np.asarray(placements, dtype=np.int32))[: tracker.remaining]
+    if problem.pinned is not None:
+        pins = np.asarray(problem.pinned, dtype=np.int32)
+        placements = np.where(pins >= 0, pins, placements).astype(np.int32)
+    peaks, makespans, events = env.schedules(env.check(placements))
+    for placement, peak, makespan, order in zip(placements, peaks, makespans, events, strict=True):
+        tracker.offer(placement, order, peak, float(makespan))
 
 
 def gdp(policy: str | None = None, finetune: int = 0) -> GDP:

@@ -38,7 +38,7 @@ from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
 from graphopt.learning import runs
 from graphopt.learning.batching import GraphBatch, make_batch
-from graphopt.learning.envs.placement import PlacementEnv, PlacementOutcome
+from graphopt.learning.envs.placement import PlacementEnv, PlacementOutcome, check_schedulers
 from graphopt.learning.networks.gdp import GDPPolicy
 from graphopt.learning.networks.gdp_config import GDP_FORMAT, GDPConfig
 from graphopt.learning.objectives.ppo import (
@@ -65,6 +65,7 @@ from graphopt.learning.runs import (
     write_config,
 )
 from graphopt.learning.workers import Workers, make_workers
+from graphopt.solvers.base import SolverError
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ class TrainConfig:
             `graph:PATH[,PATH...]`: graph files, each trained and validated on (GDP-one: one).
         policy: the network.
         machine: devices and transfer model of every placement.
+        schedulers: how a placement becomes a schedule (`envs.placement.SCHEDULERS`; the
+            best of them counts): GO's 'ready-queue' alone, or with HEFT-style 'timeline'.
         samples: placements sampled per graph and step (PPO's batch, split in minibatches).
         graphs_per_step: training graphs per step (GDP-batch; all of them when fewer).
         validation_samples: placements sampled per validation graph beside the most likely
@@ -128,6 +131,7 @@ class TrainConfig:
     dataset: str = "default"
     policy: GDPConfig = field(default_factory=GDPConfig)
     machine: MachineConfig = field(default_factory=MachineConfig)
+    schedulers: tuple[str, ...] = ("ready-queue",)
     samples: int = 16
     graphs_per_step: int = 4
     validation_samples: int = 0
@@ -136,6 +140,10 @@ class TrainConfig:
     run: RunConfig = field(default_factory=RunConfig)
 
     def __post_init__(self) -> None:
+        try:
+            check_schedulers(self.schedulers)
+        except SolverError as error:
+            raise FieldError("schedulers", str(error).removeprefix("schedulers: ")) from None
         if not 2 <= self.samples <= 1 << 16:
             raise FieldError("samples", f"must be in [2, 65536], got {self.samples}")
         if self.ppo.minibatches > self.samples:
@@ -208,14 +216,20 @@ class Graphs:
         splits: the graphs of each split.
         machine: devices and transfer model.
         hints: whether to compute each graph's partition hint (the policy takes one).
+        schedulers: how placements become schedules (`envs.placement.SCHEDULERS`).
     """
 
     def __init__(
-        self, splits: dict[str, Sequence[Graph]], machine: Machine, hints: bool = False
+        self,
+        splits: dict[str, Sequence[Graph]],
+        machine: Machine,
+        hints: bool = False,
+        schedulers: Sequence[str] = ("ready-queue",),
     ) -> None:
         self.splits = splits
         self.machine = machine
         self.hints = hints
+        self.schedulers = tuple(schedulers)
         self.envs: dict[tuple[str, int], PlacementEnv] = {}
         self.cache: dict[tuple[str, int], PlacementTask] = {}
 
@@ -223,7 +237,9 @@ class Graphs:
         """The environment of one graph (all a scoring worker needs)."""
         key = (split, index)
         if key not in self.envs:
-            self.envs[key] = PlacementEnv(self.splits[split][index], self.machine)
+            self.envs[key] = PlacementEnv(
+                self.splits[split][index], self.machine, schedulers=self.schedulers
+            )
         return self.envs[key]
 
     def get(self, split: str, index: int) -> PlacementTask:
@@ -245,11 +261,13 @@ class GraphSource:
         dataset: `graph:PATH[,PATH...]` (each graph in both splits) or a built dataset's folder.
         machine: devices and transfer model.
         hints: whether the policy takes partition hints.
+        schedulers: how placements become schedules.
     """
 
     dataset: str
     machine: MachineConfig
     hints: bool = False
+    schedulers: tuple[str, ...] = ("ready-queue",)
 
     def graphs(self) -> Graphs:
         """The run's graphs, opened."""
@@ -258,7 +276,7 @@ class GraphSource:
             splits: dict[str, Sequence[Graph]] = {"train": files, "valid": files}
         else:
             splits = {split: Dataset.open(self.dataset, split) for split in ("train", "valid")}
-        return Graphs(splits, self.machine.machine(), self.hints)
+        return Graphs(splits, self.machine.machine(), self.hints, self.schedulers)
 
 
 class ScoringEnv:
@@ -426,12 +444,12 @@ def train(
     policy = GDPPolicy(config.policy)
     hints = config.policy.partition_prior is not None
     if config.dataset.startswith(GRAPH_PREFIX):
-        source = GraphSource(config.dataset, config.machine, hints)
+        source = GraphSource(config.dataset, config.machine, hints, config.schedulers)
         graphs = source.graphs()
         train_ids = valid_ids = np.arange(len(graphs.splits["train"]))
     else:
         dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
-        source = GraphSource(str(dataset), config.machine, hints)
+        source = GraphSource(str(dataset), config.machine, hints, config.schedulers)
         graphs = source.graphs()
     workers = (
         make_workers(partial(ScoringEnv, source), config.run.workers, ray_address)

@@ -47,12 +47,17 @@ from graphopt.learning.formats import CheckpointError
 from graphopt.learning.networks.regal import (
     PolicyConfig,
     RegalPolicy,
+    antithetic_actions,
     entropy,
     greedy_actions,
     log_probability,
     sample_actions,
 )
-from graphopt.learning.objectives.reinforce import ReinforceConfig, reinforce_loss
+from graphopt.learning.objectives.reinforce import (
+    ReinforceConfig,
+    ReinforceLoss,
+    reinforce_loss,
+)
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.records import MAX_FEATURE_EVALUATIONS
 from graphopt.learning.runs import (
@@ -87,6 +92,8 @@ class RolloutConfig:
         train_evaluations: budget of a training rollout and its reference (A.5: 1,000).
         validation_evaluations: budget of validation runs (paper: 5,000).
         reference_seeds: uniform BRKGA runs averaged into each graph's reference.
+        antithetic: draw a graph's samples in antithetic pairs (`antithetic_actions`; needs
+            an even samples_per_graph).
     """
 
     batch_graphs: int = 4
@@ -94,6 +101,7 @@ class RolloutConfig:
     train_evaluations: int = 1000
     validation_evaluations: int = 5000
     reference_seeds: int = 2
+    antithetic: bool = False
 
     def __post_init__(self) -> None:
         for name in ("batch_graphs", "samples_per_graph", "reference_seeds"):
@@ -103,6 +111,11 @@ class RolloutConfig:
             raise FieldError(
                 "validation_evaluations",
                 f"must be in [1, {MAX_FEATURE_EVALUATIONS}], got {self.validation_evaluations}",
+            )
+        if self.antithetic and self.samples_per_graph % 2:
+            raise FieldError(
+                "samples_per_graph",
+                f"antithetic samples come in pairs: must be even, got {self.samples_per_graph}",
             )
 
 
@@ -144,8 +157,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         Objective.parse(self.objective)
-        if self.reinforce.advantage == "sample-mean" and self.rollouts.samples_per_graph < 2:
-            raise TrainingError("advantage 'sample-mean' needs samples_per_graph >= 2")
+        least = 4 if self.rollouts.antithetic else 2
+        if self.reinforce.advantage == "sample-mean" and self.rollouts.samples_per_graph < least:
+            raise TrainingError(
+                f"advantage 'sample-mean' needs samples_per_graph >= {least}"
+                + (" with antithetic pairs" if self.rollouts.antithetic else "")
+            )
         if self.search not in SEARCHES:
             raise TrainingError(f"search must be 'brkga' or 'random', got {self.search!r}")
         if not 1 <= self.feature_evaluations <= MAX_FEATURE_EVALUATIONS:
@@ -296,7 +313,9 @@ def train(
     """Trains a policy as `config` says, writing checkpoints and logs into `run_dir`.
 
     Files: config.json, log.csv, tensorboard/ (the log's rows as scalars), last.pt
-    (resumable), best.pt (best validation; a shippable policy). Returns the final run state.
+    (resumable), best.pt (best validation; a shippable policy), and per validation
+    validations/step-N.npz and snapshots/step-N.pt (`_keep_validation`). Returns the final
+    run state.
 
     Raises:
         TrainingError: bad config, an existing run without `resume` (or a resumed run with
@@ -324,10 +343,10 @@ def train(
     rollouts = make_workers(partial(RolloutEnv, spec), config.run.workers, ray_address)
     log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
     try:
-        train_set = _prepare(
+        train_set = prepare_graphs(
             rollouts, dataset, "train", train_ids, config.rollouts.train_evaluations, config
         )
-        valid_set = _prepare(
+        valid_set = prepare_graphs(
             rollouts, dataset, "valid", valid_ids, config.rollouts.validation_evaluations, config
         )
         return run_steps(
@@ -335,7 +354,8 @@ def train(
             config.run.cadence,
             lambda step: _step(config, network, optimizer, rollouts, train_ids, train_set, step),
             lambda step: _validation_row(
-                step, validate(network, rollouts, valid_ids, valid_set, config)
+                step,
+                _keep_validation(run_dir, step, network, rollouts, valid_ids, valid_set, config),
             ),
             lambda state: _save_policy(run_dir / "best.pt", network, config, state),
             lambda state: _save_run(last, network, optimizer, config, state),
@@ -347,7 +367,7 @@ def train(
         rollouts.close()
 
 
-def _prepare(
+def prepare_graphs(
     rollouts: Workers[RolloutEnv],
     dataset: Path,
     split: str,
@@ -402,14 +422,46 @@ def _step(
     step: int,
 ) -> dict[str, float]:
     """One REINFORCE step; everything random is seeded by (seed, step)."""
+    network.train()
+    loss, rewards, baseline = step_loss(config, network, rollouts, train_ids, train_set, step)
+    optimizer.zero_grad()
+    loss.total.backward()
+    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), config.optimizer.grad_clip))
+    check_finite(step, gradient_norm=norm)
+    optimizer.step()
+    return {
+        "step": step + 1,
+        "reward": float(rewards.mean()),
+        "baseline": float(baseline.detach().mean()),
+        "loss": float(loss.total.detach()),
+        "policy_loss": float(loss.policy.detach()),
+        "baseline_loss": float(loss.baseline.detach()),
+        "entropy": float(loss.entropy.detach()),
+        "grad_norm": norm,
+    }
+
+
+def step_loss(
+    config: TrainConfig,
+    network: RegalPolicy,
+    rollouts: Workers[RolloutEnv],
+    train_ids: np.ndarray,
+    train_set: dict[int, Prepared],
+    step: int,
+) -> tuple[ReinforceLoss, np.ndarray, torch.Tensor]:
+    """Step `step`'s loss (with its graph), rewards [samples, graphs] and baselines.
+
+    Separate from the update so that `benchmarks/regal_gradient_snr.py` can measure the
+    gradients that each variance-reduction switch gives at one policy.
+    """
     rng = np.random.default_rng([config.run.seed, step])
     generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
     chosen = [int(i) for i in rng.choice(train_ids, size=config.rollouts.batch_graphs)]
     batch = make_batch([train_set[i].features for i in chosen])
-    network.train()
     logits = network(batch)
     baseline = network.baseline(batch)
-    samples = sample_actions(logits.detach(), generator, config.rollouts.samples_per_graph)
+    draw = antithetic_actions if config.rollouts.antithetic else sample_actions
+    samples = draw(logits.detach(), generator, config.rollouts.samples_per_graph)
     ptr = batch.ptr.tolist()
     # Common random numbers: the samples of a graph share the search's seed, so their rewards
     # differ by their actions, not by the search's luck.
@@ -439,23 +491,11 @@ def _step(
         config.reinforce.advantage,
         config.reinforce.baseline_weight,
         config.reinforce.entropy_weight,
+        config.reinforce.normalize,
+        config.rollouts.antithetic,
     )
     check_finite(step, rewards=float(np.sum(rewards)), loss=float(loss.total.detach()))
-    optimizer.zero_grad()
-    loss.total.backward()
-    norm = float(torch.nn.utils.clip_grad_norm_(network.parameters(), config.optimizer.grad_clip))
-    check_finite(step, gradient_norm=norm)
-    optimizer.step()
-    return {
-        "step": step + 1,
-        "reward": float(rewards.mean()),
-        "baseline": float(baseline.detach().mean()),
-        "loss": float(loss.total.detach()),
-        "policy_loss": float(loss.policy.detach()),
-        "baseline_loss": float(loss.baseline.detach()),
-        "entropy": float(loss.entropy.detach()),
-        "grad_norm": norm,
-    }
+    return loss, rewards, baseline
 
 
 def _validation_row(step: int, reward: float) -> dict[str, float]:
@@ -467,14 +507,42 @@ def _validation_row(step: int, reward: float) -> dict[str, float]:
     }
 
 
-def validate(
+def _keep_validation(
+    run_dir: Path,
+    step: int,
     network: RegalPolicy,
     rollouts: Workers[RolloutEnv],
     ids: np.ndarray,
     prepared: dict[int, Prepared],
     config: TrainConfig,
 ) -> float:
-    """Mean reward of the greedy policy on the validation graphs at the validation budget."""
+    """The mean validation reward; each graph's reward and the policy are kept for the curves.
+
+    Learning curves compare every validation with step 0 graph by graph (paired CIs), and a
+    campaign's policies are tested afterwards at the test budget, so neither the mean alone
+    nor best.pt alone is enough: validations/step-N.npz holds the graphs' ids and rewards,
+    snapshots/step-N.pt the policy. A resumed run rewrites them identically.
+    """
+    rewards = validate(network, rollouts, ids, prepared, config)
+    for folder in ("validations", "snapshots"):
+        (run_dir / folder).mkdir(exist_ok=True)
+    np.savez(run_dir / "validations" / f"step-{step:07d}.npz", index=ids, reward=rewards)
+    record = policy_record(
+        network, config.objective, config.search, config.feature_evaluations, config.inner
+    )
+    record["metadata"] = {"train_config": json.dumps(asdict(config)), "step": step}
+    save_checkpoint(run_dir / "snapshots" / f"step-{step:07d}.pt", record)
+    return float(np.mean(rewards))
+
+
+def validate(
+    network: RegalPolicy,
+    rollouts: Workers[RolloutEnv],
+    ids: np.ndarray,
+    prepared: dict[int, Prepared],
+    config: TrainConfig,
+) -> np.ndarray:
+    """Each validation graph's reward under the greedy policy at the validation budget."""
     network.eval()
     features = [prepared[int(i)].features for i in ids]
     with torch.inference_mode():
@@ -492,7 +560,7 @@ def validate(
     ]
     values = np.asarray(rollouts.map(RolloutEnv.rollout, tasks))
     references = np.asarray([prepared[int(i)].reference for i in ids])
-    return float(np.mean(relative_rewards(values, references)))
+    return relative_rewards(values, references)
 
 
 def _save_policy(path: Path, network: RegalPolicy, config: TrainConfig, state: RunState) -> None:

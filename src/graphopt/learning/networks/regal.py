@@ -131,6 +131,23 @@ def sample_actions(
     return drawn.T.reshape(samples, *logits.shape[:-1])
 
 
+def antithetic_actions(logits: Tensor, generator: torch.Generator | None, samples: int) -> Tensor:
+    """[samples, N, n_heads] actions in antithetic pairs: sample i + samples/2 mirrors sample i.
+
+    Each action is the inverse CDF of its categorical at a uniform u, its partner's at 1 - u:
+    each sample is distributed as `sample_actions`' draws, and a pair's rewards are negatively
+    correlated when the reward is monotone in the levels (paper 001's levels are ordered).
+    """
+    if samples % 2:
+        raise ValueError(f"antithetic samples come in pairs, got {samples}")
+    probabilities = torch.softmax(logits, dim=-1)
+    cdf = probabilities.cumsum(dim=-1)
+    u = torch.rand((samples // 2, *logits.shape[:-1], 1), generator=generator)
+    u = torch.cat([u, 1.0 - u])
+    drawn = (cdf.unsqueeze(0) < u).sum(dim=-1)
+    return drawn.clamp(max=logits.shape[-1] - 1)
+
+
 def greedy_actions(logits: Tensor) -> Tensor:
     """[N, n_heads] most likely actions (what a trained policy uses zero-shot)."""
     return logits.argmax(dim=-1)
