@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal, NamedTuple, get_args
 
+import numpy as np
+
 from graphopt.errors import MachineError
 from graphopt.limits import MAX_CAPACITY, MAX_DEVICES
 
@@ -148,6 +150,17 @@ class Machine:
             bandwidth=float(self.bandwidth),
             sync=self.mode == "sync",
         )
+
+    def excess(self, peaks: Any) -> Any:
+        """Bytes over capacity summed over devices of peaks [..., n_devices] (0 without one).
+
+        The one rule for "how far over" that solvers' rankings, placement rewards and
+        reports share.
+        """
+        peaks = np.asarray(peaks, dtype=np.int64)
+        if self.capacity is None:
+            return np.zeros(peaks.shape[:-1], dtype=np.int64)
+        return np.maximum(peaks - self.capacity, 0).sum(axis=-1)
 
     def transfer_duration(self, size: int) -> float:
         """Seconds to move `size` bytes: latency + size / bandwidth."""

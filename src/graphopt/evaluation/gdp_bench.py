@@ -175,9 +175,7 @@ def rescored(cell: Cell, solution: Solution) -> tuple[float, int]:
         RuntimeError: the scorer and the reference disagree.
     """
     score = checked_score(cell.graph, cell.machine, solution)
-    capacity = cell.machine.capacity
-    peaks = np.asarray(score.peak_memory_per_device, dtype=np.int64)
-    excess = 0 if capacity is None else int(np.maximum(peaks - capacity, 0).sum())
+    excess = int(cell.machine.excess(score.peak_memory_per_device))
     return score.makespan, excess
 
 

@@ -50,10 +50,10 @@ def partition_hint(env: PlacementEnv) -> np.ndarray:
                 weights = memory_weights(graph, scale)
                 parts = metis_partition(graph, n_devices, weights, 0, imbalance=0.05)
                 candidates.append(_stage_numbered(graph.topological_order, parts, n_devices))
-        for insertion, lookahead in HEFT_VARIANTS.values():
+        for variant, (insertion, lookahead) in HEFT_VARIANTS.items():
             timed = (
-                env.heft
-                if (insertion, lookahead) == (True, False)
+                env.heft  # the insertion variant, which the env keeps for its reference
+                if variant == "insertion"
                 else heft_timeline(graph, env.machine, insertion=insertion, lookahead=lookahead)
             )
             candidates.append(_stage_numbered(graph.topological_order, timed.placement, n_devices))

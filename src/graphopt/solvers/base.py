@@ -237,11 +237,7 @@ class Problem:
             excess [...] int64 bytes over capacity summed over devices, value [...] float64.
         """
         peaks = np.asarray(peaks, dtype=np.int64)
-        capacity = self.machine.capacity
-        if capacity is None:
-            excess = np.zeros(peaks.shape[:-1], dtype=np.int64)
-        else:
-            excess = np.maximum(peaks - capacity, 0).sum(axis=-1)
+        excess = self.machine.excess(peaks)
         if self.objective is Objective.PEAK_MEMORY:
             value = peaks.max(axis=-1).astype(np.float64)
         else:

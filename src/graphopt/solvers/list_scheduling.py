@@ -119,6 +119,11 @@ def upward_ranks(graph: Graph, machine: Machine, placement: np.ndarray | None = 
     return _upward_ranks(graph, transfer_durations(graph, machine), placement)
 
 
+def placement_order(graph: Graph, machine: Machine, placement: np.ndarray) -> np.ndarray:
+    """The list by upward ranks for a fixed placement (edges within a device are free)."""
+    return priority_order(graph, upward_ranks(graph, machine, placement))
+
+
 def transfer_durations(graph: Graph, machine: Machine) -> np.ndarray:
     """[n_tensors] float64 seconds to move each tensor, computed as the scorer computes them."""
     return machine.latency + graph.tensor_size / machine.bandwidth

@@ -47,6 +47,7 @@ from graphopt.solvers.list_scheduling import (
     HeftScheduler,
     TimedSchedule,
     most_critical_children,
+    placement_order,
     priority_order,
     timeline_schedule,
     transfer_durations,
@@ -201,8 +202,7 @@ class _Climb:
 
     def ranked(self, placement: np.ndarray) -> np.ndarray:
         """The list by upward ranks for a fixed placement (edges within a device are free)."""
-        graph, machine = self.problem.graph, self.problem.machine
-        return priority_order(graph, upward_ranks(graph, machine, placement))
+        return placement_order(self.problem.graph, self.problem.machine, placement)
 
     def neighbours(self, state: _State) -> Iterator[_State]:
         """Unseen candidates around `state`: re-rank, order moves, then placement moves.

@@ -39,9 +39,8 @@ from graphopt.solvers.list_scheduling import (
     TimedSchedule,
     bottom_levels,
     heft_timeline,
-    priority_order,
+    placement_order,
     timeline_schedule,
-    upward_ranks,
 )
 from graphopt.solvers.ready_queue import ready_queue_orders
 
@@ -164,7 +163,7 @@ class PlacementEnv:
             found.append(self._timelines(placements))
         peaks, makespans, events = found[0]
         for other_peaks, other_makespans, other_events in found[1:]:
-            over, other_over = self._excess(peaks), self._excess(other_peaks)
+            over, other_over = self.machine.excess(peaks), self.machine.excess(other_peaks)
             better = (other_over < over) | ((other_over == over) & (other_makespans < makespans))
             peaks = np.where(better[:, None], other_peaks, peaks)
             makespans = np.where(better, other_makespans, makespans)
@@ -178,8 +177,7 @@ class PlacementEnv:
         makespans = np.empty(len(placements), dtype=np.float64)
         events = []
         for b, placement in enumerate(placements):
-            ranks = upward_ranks(self.graph, self.machine, placement)
-            order = priority_order(self.graph, ranks)
+            order = placement_order(self.graph, self.machine, placement)
             timed = timeline_schedule(self.graph, self.machine, order, placement)
             peaks[b], makespans[b], (violation, _, _) = self.scorer.evaluate(
                 placement, timed.events
@@ -189,18 +187,11 @@ class PlacementEnv:
             events.append(timed.events)
         return peaks, makespans, events
 
-    def _excess(self, peaks: np.ndarray) -> np.ndarray:
-        """[B] bytes over capacity summed over devices (0 without a capacity)."""
-        capacity = self.machine.capacity
-        if capacity is None:
-            return np.zeros(len(peaks), dtype=np.int64)
-        return np.maximum(peaks - capacity, 0).sum(axis=1)
-
     def step(self, placements: np.ndarray) -> PlacementOutcome:
         """Scores a batch of placements ([B, n_ops] or [n_ops])."""
         placements = self.check(placements)
         peaks, makespans, _ = self.schedules(placements)
-        excess = self._excess(peaks)
+        excess = self.machine.excess(peaks)
         reward = np.where(excess > 0, INFEASIBLE_REWARD, -np.sqrt(makespans / self.reference))
         return PlacementOutcome(makespans, peaks, excess, reward)
 
