@@ -57,7 +57,7 @@ def test_bad_requests_are_refused_in_one_line(policy) -> None:
     graph = generate("layered", 20, seed=1)
     with pytest.raises(SolverError, match=r"places onto 2\.\.4 devices, the machine has 5"):
         make_solver("gdp", policy).solve(Problem(graph, Machine(5), "makespan"), Budget(10))
-    with pytest.raises(SolverError, match="--finetune applies to gdp, not 'heft'"):
+    with pytest.raises(SolverError, match="--finetune applies to gdp, go, not 'heft'"):
         make_solver("heft", finetune=2)
     with pytest.raises(SolverError, match="finetune must be in"):
         GDPSolverConfig(finetune=-1)

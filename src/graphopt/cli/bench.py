@@ -27,6 +27,8 @@ FUSION_SUITE = "fusion-table3"
 GDP_SUITE = "gdp-table1"
 """Paper 003's tables 1-2: placement (`graphopt.evaluation.gdp_bench`)."""
 GDP_FIG5_SUITE = "gdp-fig5"
+GO_SUITES = ("go-fig6", "go-table3")
+"""Paper 002's fig. 6 (modes) and table 3 (fusion) for GO (`graphopt.evaluation.go_bench`)."""
 """Paper 002's fig. 5 for placement: held-out families (`graphopt.evaluation.gdp_fig5`)."""
 
 
@@ -183,6 +185,9 @@ def bench(
     if suite == GDP_FIG5_SUITE:
         _bench_gdp_fig5(models, devices, seeds, steps, output_dir, as_json)
         return
+    if suite in GO_SUITES:
+        _bench_go(suite, models, devices, seeds, steps, output_dir, as_json)
+        return
     if suite == GDP_SUITE:
         _bench_gdp(
             models,
@@ -338,6 +343,29 @@ def _bench_gdp(
         policy=policy,
     )
     _run_suite(GDP_SUITE, settings, output_dir, as_json)
+
+
+def _bench_go(
+    suite: str,
+    models: str | None,
+    devices: int | None,
+    seeds: int | None,
+    steps: int | None,
+    output_dir: Path,
+    as_json: bool,
+) -> None:
+    """`bench go-fig6` and `bench go-table3`: GO's modes, and its fusion against SA's."""
+    from graphopt.evaluation.go_bench import GOFig6Bench, GOTable3Bench
+
+    kind = GOFig6Bench if suite == "go-fig6" else GOTable3Bench
+    defaults = kind()
+    settings = kind(
+        models=defaults.models if models is None else _names(models),
+        devices=defaults.devices if devices is None else (devices,),
+        steps=defaults.steps if steps is None else steps,
+        seeds=1 if seeds is None else seeds,
+    )
+    _run_suite(suite, settings, output_dir, as_json)
 
 
 def _bench_gdp_fig5(

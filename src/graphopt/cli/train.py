@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -114,7 +114,42 @@ def train_gdp(
     """
     from graphopt.learning.train_gdp import TrainConfig, train
 
-    settings = _override_run(TrainConfig.load(config), workers=workers, steps=steps)
+    _train_ppo(TrainConfig.load(config), train, output, resume, ray, workers, steps)
+
+
+@app.command("go")
+@user_errors
+def train_go(
+    config: Annotated[
+        str, typer.Argument(help="GO training config JSON, or a shipped config name (go).")
+    ],
+    output: Output,
+    resume: Resume = False,
+    ray: Ray = None,
+    workers: Workers = None,
+    steps: Steps = None,
+) -> None:
+    """Train a GO multi-task policy (placement, scheduling, fusion) with PPO (paper 002).
+
+    The config's policy.mode says which tasks are decided and how they are trained (GO fig. 6).
+    Sampled decisions are scored in --workers processes or on a Ray cluster (--ray).
+    """
+    from graphopt.learning.train_go import GOTrainConfig, train
+
+    _train_ppo(GOTrainConfig.load(config), train, output, resume, ray, workers, steps)
+
+
+def _train_ppo(
+    config: Any,
+    train: Callable[..., RunState],
+    output: Path,
+    resume: bool,
+    ray: str | None,
+    workers: int | None,
+    steps: int | None,
+) -> None:
+    """`train gdp` and `train go`: a PPO run under a progress bar, then its best validation."""
+    settings = _override_run(config, workers=workers, steps=steps)
     state = _with_progress(
         f"train {settings.name}",
         settings.run.steps,

@@ -15,10 +15,11 @@ places onto 2..its `max_devices` devices.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache, partial
 from importlib import resources
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,10 +28,18 @@ from graphopt.ir.solution import Solution
 from graphopt.learning.envs.placement import PlacementEnv
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.networks.gdp import GDPPolicy
-from graphopt.learning.networks.gdp_config import GDP_FORMAT, GDPConfig
+from graphopt.learning.networks.gdp_config import GDPConfig
 from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
-from graphopt.learning.train_gdp import GDPTrainer, Graphs, TrainConfig, most_likely, sample
+from graphopt.learning.train_gdp import (
+    GDP_SYSTEM,
+    GDPTrainer,
+    Graphs,
+    System,
+    TrainConfig,
+    most_likely,
+    sample,
+)
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
 from graphopt.solvers.ready_queue import offer_only_placement
 
@@ -60,10 +69,31 @@ class GDPSolverConfig:
             raise SolverError(f"samples must be >= 0, got {self.samples}")
 
 
+def shipped_policy(name: str) -> str | None:
+    """The packaged policy file `name` (e.g. gdp-makespan.pt), or None when not shipped."""
+    path = resources.files("graphopt.policies").joinpath(name)
+    return str(path) if path.is_file() else None
+
+
 def shipped_gdp_policy() -> str | None:
     """The packaged GDP policy (one network for every device count it supports), or None."""
-    path = resources.files("graphopt.policies").joinpath("gdp-makespan.pt")
-    return str(path) if path.is_file() else None
+    return shipped_policy("gdp-makespan.pt")
+
+
+def load_system_checkpoint(
+    path: str, system: System, network_config: type
+) -> tuple[Any, dict, Any]:
+    """A PPO system's checkpoint: network config, checked weights and training config.
+
+    Raises:
+        CheckpointError: not a checkpoint of that system, or malformed.
+    """
+    record = read_checkpoint(path, system.form)
+    trained, config = stored_configs(record, path, system.parse, network_config)
+    state = record["model_state"]
+    load_weights(system.policy(config), lambda: system.policy(config), state,
+                 f"{path}: model_state")  # fmt: skip
+    return config, state, trained
 
 
 @cache
@@ -73,11 +103,7 @@ def load_gdp_checkpoint(path: str) -> tuple[GDPConfig, dict, TrainConfig]:
     Raises:
         CheckpointError: not a GDP checkpoint, or malformed.
     """
-    record = read_checkpoint(path, GDP_FORMAT)
-    trained, config = stored_configs(record, path, TrainConfig.from_dict, GDPConfig)
-    state = record["model_state"]
-    load_weights(GDPPolicy(config), lambda: GDPPolicy(config), state, f"{path}: model_state")
-    return config, state, trained
+    return load_system_checkpoint(path, GDP_SYSTEM, GDPConfig)
 
 
 class GDP(Solver):
@@ -89,33 +115,45 @@ class GDP(Solver):
 
     name = "gdp"
     objectives = frozenset({Objective.MAKESPAN})
+    network: Callable[[Any], GDPPolicy] = GDPPolicy
 
     def __init__(self, config: GDPSolverConfig | None = None) -> None:
         self.config = config or GDPSolverConfig()
 
-    def _checkpoint(
-        self, n_devices: int, rng: np.random.Generator
-    ) -> tuple[GDPPolicy, TrainConfig]:
-        """A network with the checkpoint's weights (untrained: scratch) and its training config."""
-        path = self.config.policy or shipped_gdp_policy()
-        if path is None:
-            raise SolverError(
-                "no shipped gdp policy; train one with `graphopt train gdp CONFIG` and pass it "
-                "with --policy"
-            )
-        try:
-            config, state, trained = load_gdp_checkpoint(str(path))
-        except CheckpointError as error:
-            raise SolverError(str(error)) from None
+    shipped = "gdp-makespan.pt"
+    """The packaged policy used without `config.policy`."""
+
+    def _load(self, path: str) -> tuple[Any, dict, Any]:
+        """(network config, weights, training config) of a checkpoint of this system."""
+        return load_gdp_checkpoint(path)
+
+    def _check(self, path: str, config: Any, problem: Problem) -> None:
+        """Refuses a checkpoint that cannot serve this problem, naming both."""
+        n_devices = problem.machine.n_devices
         if not 2 <= n_devices <= config.max_devices:
             raise SolverError(
                 f"{path} places onto 2..{config.max_devices} devices, the machine has {n_devices}"
             )
+
+    def _checkpoint(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, Any]:
+        """A network with the checkpoint's weights (untrained: scratch) and its training config."""
+        path = self.config.policy or shipped_policy(self.shipped)
+        if path is None:
+            raise SolverError(
+                f"no shipped {self.name} policy; train one with `graphopt train {self.name} "
+                "CONFIG` and pass it with --policy"
+            )
+        try:
+            config, state, trained = self._load(str(path))
+        except CheckpointError as error:
+            raise SolverError(str(error)) from None
+        self._check(str(path), config, problem)
+        network = type(self).network
         if self.config.scratch:
             with torch.random.fork_rng():
                 torch.manual_seed(int(rng.integers(2**62)))
-                return GDPPolicy(config), trained
-        policy = GDPPolicy(config)
+                return network(config), trained
+        policy = network(config)
         policy.load_state_dict(state)
         return policy, trained
 
@@ -130,7 +168,7 @@ class GDP(Solver):
         graph, machine = problem.graph, problem.machine
         if offer_only_placement(problem, tracker):
             return
-        policy, trained = self._checkpoint(machine.n_devices, rng)
+        policy, trained = self._checkpoint(problem, rng)
         graphs = Graphs(
             {"train": [graph]}, machine, policy.hint_strength is not None, trained.schedulers
         )
@@ -140,17 +178,33 @@ class GDP(Solver):
             offer(task.hint.numpy())
         offer(most_likely(policy, task))
         if self.config.finetune:
-            run = replace(trained.run, steps=self.config.finetune, seed=int(rng.integers(2**62)))
-            tune = replace(trained, graphs_per_step=1, run=run)
-            trainer = GDPTrainer(policy, graphs, np.zeros(1, dtype=np.int64), tune)
-            for step in range(self.config.finetune):
-                trainer.step(step)
-                for _, sampled, _ in trainer.sampled:
-                    offer(sampled)
+            fine_tune(GDPTrainer, policy, graphs, trained, self.config.finetune, rng, offer)
             offer(most_likely(policy, task))
         if self.config.samples:
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
             sampled, _ = sample(policy, task, self.config.samples, generator)
+            offer(sampled)
+
+
+def fine_tune(
+    trainer: type[GDPTrainer],
+    policy: torch.nn.Module,
+    graphs: Graphs,
+    trained: Any,
+    steps: int,
+    rng: np.random.Generator,
+    offer: Callable[[np.ndarray], None],
+) -> None:
+    """`steps` PPO steps on the graph alone with the checkpoint's settings, offering each sample.
+
+    GDP's fine-tuning ("in under 50 steps", paper 003) and GO's, seeded by the solve.
+    """
+    run = replace(trained.run, steps=steps, seed=int(rng.integers(2**62)))
+    tuner = trainer(policy, graphs, np.zeros(1, dtype=np.int64),
+                    replace(trained, graphs_per_step=1, run=run))  # fmt: skip
+    for step in range(steps):
+        tuner.step(step)
+        for _, sampled, _ in tuner.sampled:
             offer(sampled)
 
 

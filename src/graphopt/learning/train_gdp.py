@@ -39,6 +39,7 @@ from graphopt.ir.graph import Graph
 from graphopt.learning import runs
 from graphopt.learning.batching import GraphBatch, make_batch
 from graphopt.learning.envs.placement import PlacementEnv, PlacementOutcome, check_schedulers
+from graphopt.learning.formats import CheckpointFormat
 from graphopt.learning.networks.gdp import GDPPolicy
 from graphopt.learning.networks.gdp_config import GDP_FORMAT, GDPConfig
 from graphopt.learning.objectives.ppo import (
@@ -237,10 +238,12 @@ class Graphs:
         """The environment of one graph (all a scoring worker needs)."""
         key = (split, index)
         if key not in self.envs:
-            self.envs[key] = PlacementEnv(
-                self.splits[split][index], self.machine, schedulers=self.schedulers
-            )
+            self.envs[key] = self.make_env(self.splits[split][index])
         return self.envs[key]
+
+    def make_env(self, graph: Graph) -> PlacementEnv:
+        """A graph's environment (a system with another environment overrides this)."""
+        return PlacementEnv(graph, self.machine, schedulers=self.schedulers)
 
     def get(self, split: str, index: int) -> PlacementTask:
         """The environment, the policy's input and the hint of one graph."""
@@ -269,14 +272,16 @@ class GraphSource:
     hints: bool = False
     schedulers: tuple[str, ...] = ("ready-queue",)
 
-    def graphs(self) -> Graphs:
-        """The run's graphs, opened."""
+    def splits(self) -> dict[str, Sequence[Graph]]:
+        """The run's graphs by split, opened."""
         if self.dataset.startswith(GRAPH_PREFIX):
             files = graph_files(self.dataset)
-            splits: dict[str, Sequence[Graph]] = {"train": files, "valid": files}
-        else:
-            splits = {split: Dataset.open(self.dataset, split) for split in ("train", "valid")}
-        return Graphs(splits, self.machine.machine(), self.hints, self.schedulers)
+            return {"train": files, "valid": files}
+        return {split: Dataset.open(self.dataset, split) for split in ("train", "valid")}
+
+    def graphs(self) -> Graphs:
+        """The run's graphs with their environments."""
+        return Graphs(self.splits(), self.machine.machine(), self.hints, self.schedulers)
 
 
 class ScoringEnv:
@@ -292,7 +297,7 @@ class ScoringEnv:
     def score(self, item: tuple[str, int, np.ndarray]) -> PlacementOutcome:
         """(split, graph index, placements [B, n_ops]) -> their outcome."""
         split, index, placements = item
-        return self.graphs.env(split, index).step(placements)
+        return self.graphs.env(split, index).score(placements)
 
 
 class GDPTrainer:
@@ -332,13 +337,13 @@ class GDPTrainer:
         picks = rng.choice(self.train_ids, count, replace=False)
         self.policy.train()
         tasks = [self.graphs.get("train", index) for index in picks.tolist()]
-        drawn = [sample(self.policy, task, config.samples, generator) for task in tasks]
+        drawn = [self.draw(task, config.samples, generator) for task in tasks]
         items = [
             ("train", index, placements)
             for index, (placements, _) in zip(picks.tolist(), drawn, strict=True)
         ]
         if self.workers is None:
-            outcomes = [task.env.step(item[2]) for task, item in zip(tasks, items, strict=True)]
+            outcomes = [task.env.score(item[2]) for task, item in zip(tasks, items, strict=True)]
         else:
             outcomes = self.workers.map(ScoringEnv.score, items)
         self.sampled = [
@@ -382,6 +387,12 @@ class GDPTrainer:
             "approx_kl": float(means[4]),
         }
 
+    def draw(
+        self, task: PlacementTask, samples: int, generator: torch.Generator
+    ) -> tuple[np.ndarray, torch.Tensor]:
+        """A graph's sampled actions (here placements [samples, n_ops]) and per-op log-probs."""
+        return sample(self.policy, task, samples, generator)
+
     def _loss(
         self,
         task: PlacementTask,
@@ -422,6 +433,29 @@ def most_likely(policy: GDPPolicy, task: PlacementTask) -> np.ndarray:
         return task.logits(policy).argmax(dim=-1).numpy().astype(np.int32)
 
 
+@dataclass(frozen=True)
+class System:
+    """What differs between the PPO systems trained by `run_training` (GDP here, GO beside it).
+
+    Attributes:
+        form: the checkpoints' format.
+        parse: a training config from a JSON object (`TrainConfig.from_dict`).
+        policy: the untrained network of a config.
+        hints: whether a config's network takes partition hints.
+        source: the run's graphs (dataset, config, hints) as a picklable `GraphSource`.
+        trainer: the PPO trainer class.
+        validate: (policy, graphs, validation ids, step, config) -> the validation row.
+    """
+
+    form: CheckpointFormat
+    parse: Callable[[Any], Any]
+    policy: Callable[[Any], torch.nn.Module]
+    hints: Callable[[Any], bool]
+    source: Callable[[str, Any, bool], GraphSource]
+    trainer: type[GDPTrainer]
+    validate: Callable[[Any, Graphs, np.ndarray, int, Any], dict[str, float]]
+
+
 def train(
     config: TrainConfig,
     run_dir: str | Path,
@@ -439,47 +473,60 @@ def train(
         TrainingError: an existing run without `resume`, a resumed run with another config,
             or non-finite values (the last good checkpoint is kept).
     """
+    return run_training(config, run_dir, resume, progress, ray_address, GDP_SYSTEM)
+
+
+def run_training(
+    config: Any,
+    run_dir: str | Path,
+    resume: bool,
+    progress: Callable[[dict[str, float]], None] | None,
+    ray_address: str | None,
+    system: System,
+) -> RunState:
+    """`train` for any `System`: run directory, graphs, workers, resume, steps and checkpoints."""
     run_dir, last = open_run(run_dir, resume)
     torch.manual_seed(config.run.seed)
-    policy = GDPPolicy(config.policy)
-    hints = config.policy.partition_prior is not None
+    policy = system.policy(config.policy)
+    hints = system.hints(config.policy)
     if config.dataset.startswith(GRAPH_PREFIX):
-        source = GraphSource(config.dataset, config.machine, hints, config.schedulers)
+        source = system.source(config.dataset, config, hints)
         graphs = source.graphs()
         train_ids = valid_ids = np.arange(len(graphs.splits["train"]))
     else:
         dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
-        source = GraphSource(str(dataset), config.machine, hints, config.schedulers)
+        source = system.source(str(dataset), config, hints)
         graphs = source.graphs()
     workers = (
         make_workers(partial(ScoringEnv, source), config.run.workers, ray_address)
         if config.run.workers or ray_address is not None
         else None
     )
-    trainer = GDPTrainer(policy, graphs, train_ids, config, workers)
+    trainer = system.trainer(policy, graphs, train_ids, config, workers)
     state = RunState()
     if resume and last.exists():
         state = restore_run(
             last,
-            GDP_FORMAT,
-            TrainConfig.from_dict,
+            system.form,
+            system.parse,
             config,
             policy,
-            lambda: GDPPolicy(config.policy),
+            lambda: system.policy(config.policy),
             trainer.optimizer,
             config.ppo.updates,
             config.optimizer.grad_clip,
         )
     write_config(run_dir, config)
     log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
+
     try:
         return run_steps(
             state,
             config.run.cadence,
             trainer.step,
-            lambda step: _validate(policy, graphs, valid_ids, step, config),
-            lambda state: save_run(run_dir / "best.pt", policy, None, config, state),
-            lambda state: save_run(last, policy, trainer.optimizer, config, state),
+            lambda step: system.validate(policy, graphs, valid_ids, step, config),
+            lambda state: save_policy(run_dir / "best.pt", system, policy, None, config, state),
+            lambda state: save_policy(last, system, policy, trainer.optimizer, config, state),
             log,
             progress,
         )
@@ -510,16 +557,29 @@ def _validate(
     return {"step": step, "validation_reward": float(np.mean(rewards))}
 
 
-def save_run(
+GDP_SYSTEM = System(
+    GDP_FORMAT,
+    TrainConfig.from_dict,
+    GDPPolicy,
+    lambda policy: policy.partition_prior is not None,
+    lambda dataset, config, hints: GraphSource(dataset, config.machine, hints, config.schedulers),
+    GDPTrainer,
+    _validate,
+)
+"""GDP's pieces for `run_training`."""
+
+
+def save_policy(
     path: Path,
-    policy: GDPPolicy,
+    system: System,
+    policy: torch.nn.Module,
     optimizer: torch.optim.Optimizer | None,
-    config: TrainConfig,
+    config: Any,
     state: RunState,
 ) -> None:
-    """Writes best.pt (the policy) or last.pt (with the optimizer and run state)."""
+    """Writes best.pt (the policy) or last.pt (with the optimizer and run state) of a system."""
     fields = {
         "policy_config": json.dumps(asdict(config.policy)),
         "machine": json.dumps(asdict(config.machine)),
     }
-    runs.save_run(path, GDP_FORMAT, policy, optimizer, config, state, fields)
+    runs.save_run(path, system.form, policy, optimizer, config, state, fields)

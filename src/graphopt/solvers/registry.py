@@ -93,6 +93,17 @@ SOLVERS: dict[str, SolverEntry] = {
         "ExpertPlacement",
         "human-expert placement: whole modules in order, split by runtime (GDP table 1)",
     ),
+    "compiler-default": SolverEntry(
+        "graphopt.solvers.go_baselines",
+        "CompilerDefault",
+        "compiler default: HEFT placement, critical-path ready queues, XLA-like fusion (GO's "
+        "TF-default)",
+    ),
+    "go-anneal": SolverEntry(
+        "graphopt.solvers.go_baselines",
+        "GOAnnealing",
+        "simulated annealing over GO's per-op device, scheduling and fusion levels",
+    ),
     "cp-search": SolverEntry(
         "graphopt.solvers.makespan_search",
         "CriticalPathSearch",
@@ -168,6 +179,15 @@ SOLVERS: dict[str, SolverEntry] = {
         "gdp",
         "GDP: a placement policy places every op in one pass (zero-shot, --finetune STEPS "
         "of PPO first), GO's ready-queue schedule (paper 003; makespan, 2-8 devices)",
+        learned=True,
+        finetunes=True,
+    ),
+    "go": SolverEntry(
+        "graphopt.learning.go",
+        "go",
+        "GO: a multi-task policy decides every op's device, scheduling priority and (with "
+        "--fusion search) fusion priority in one pass (zero-shot, --finetune STEPS of PPO "
+        "first) (paper 002; makespan, 1-8 devices)",
         learned=True,
         finetunes=True,
     ),

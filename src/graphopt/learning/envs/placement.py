@@ -189,8 +189,15 @@ class PlacementEnv:
 
     def step(self, placements: np.ndarray) -> PlacementOutcome:
         """Scores a batch of placements ([B, n_ops] or [n_ops])."""
-        placements = self.check(placements)
-        peaks, makespans, _ = self.schedules(placements)
+        peaks, makespans, _ = self.schedules(self.check(placements))
+        return self.outcome(peaks, makespans)
+
+    def score(self, actions: np.ndarray) -> PlacementOutcome:
+        """Scores a batch of a policy's actions: placements here (`GOEnv`: per-task actions)."""
+        return self.step(actions)
+
+    def outcome(self, peaks: np.ndarray, makespans: np.ndarray) -> PlacementOutcome:
+        """GDP's rewards of scored solutions (peaks [B, d], makespans [B])."""
         excess = self.machine.excess(peaks)
         reward = np.where(excess > 0, INFEASIBLE_REWARD, -np.sqrt(makespans / self.reference))
         return PlacementOutcome(makespans, peaks, excess, reward)

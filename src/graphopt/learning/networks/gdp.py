@@ -40,11 +40,16 @@ class SegmentLayer(nn.Module):
         self.feed_forward_norm = nn.LayerNorm(hidden)
 
     def forward(self, x: Tensor, memory: Tensor | None, condition: Tensor) -> Tensor:
-        """[S, H] segment states -> [S, H], given [M, H] memory (or None) and [H] condition."""
+        """[..., S, H] segment states -> [..., S, H], given [..., M, H] memory and [H] condition.
+
+        The memory may be None; a leading dimension is a batch of samples (GO's task layers).
+        """
         x = x * (1.0 + torch.tanh(self.modulation(condition)))
-        context = x if memory is None else torch.cat([memory, x])
-        attended, _ = self.attention(x[None], context[None], context[None], need_weights=False)
-        x = self.attention_norm(x + attended[0])
+        context = x if memory is None else torch.cat([memory, x], dim=-2)
+        batched = x.dim() == 3
+        query, context = (x, context) if batched else (x[None], context[None])
+        attended, _ = self.attention(query, context, context, need_weights=False)
+        x = self.attention_norm(x + (attended if batched else attended[0]))
         return self.feed_forward_norm(x + self.feed_forward(x))
 
 
@@ -54,6 +59,9 @@ class GDPPolicy(nn.Module):
     Args:
         config: the network's shape.
     """
+
+    min_devices = 2
+    """Fewest devices it places onto (GO's network also schedules and fuses on one device)."""
 
     def __init__(self, config: GDPConfig) -> None:
         super().__init__()
@@ -66,8 +74,8 @@ class GDPPolicy(nn.Module):
             SegmentLayer(hidden, config.heads) for _ in range(config.placer_layers)
         )
         self.head = mlp(hidden, hidden, config.max_devices)
-        self.prior_strength = _strength(config.pipeline_prior)
-        self.hint_strength = _strength(config.partition_prior)
+        self.prior_strength = learned_strength(config.pipeline_prior)
+        self.hint_strength = learned_strength(config.partition_prior)
 
     def forward(self, batch: GraphBatch, n_devices: int, hint: Tensor | None = None) -> Tensor:
         """[N, max_devices] logits, -inf at devices >= n_devices.
@@ -78,9 +86,17 @@ class GDPPolicy(nn.Module):
             hint: [N] device of each op in a classical placement (`placement_hint`); required
                 exactly when the config has a `partition_prior`.
         """
-        if not 2 <= n_devices <= self.config.max_devices:
+        placed, _ = self.trunk(batch, n_devices, hint)
+        return self.placement_logits(self.head(placed), batch, n_devices, hint)
+
+    def trunk(
+        self, batch: GraphBatch, n_devices: int, hint: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """([N, H] op states after the placer layers, [G, H] each graph's condition)."""
+        if not self.min_devices <= n_devices <= self.config.max_devices:
             raise ValueError(
-                f"this policy places onto 2..{self.config.max_devices} devices, got {n_devices}"
+                f"this policy places onto {self.min_devices}..{self.config.max_devices} devices, "
+                f"got {n_devices}"
             )
         if (hint is None) != (self.hint_strength is None):
             wanted = "a partition hint" if hint is None else "no hint"
@@ -93,8 +109,13 @@ class GDPPolicy(nn.Module):
         ptr = batch.ptr.tolist()
         for g in range(n_graphs):
             order = ptr[g] + torch.argsort(batch.topological_rank[ptr[g] : ptr[g + 1]])
-            placed[order] = self._place(h[order], condition[g])
-        logits = self.head(placed)
+            placed[order] = segmented(self.layers, h[order], condition[g], self.config.segment)
+        return placed, condition
+
+    def placement_logits(
+        self, logits: Tensor, batch: GraphBatch, n_devices: int, hint: Tensor | None
+    ) -> Tensor:
+        """The head's [..., N, max_devices] logits with the priors added and devices >= d masked."""
         if self.prior_strength is not None:
             position = batch.x[:, PLACEMENT_FEATURE_NAMES.index("topological_position")]
             devices = torch.arange(self.config.max_devices, dtype=logits.dtype) + 0.5
@@ -106,22 +127,26 @@ class GDPPolicy(nn.Module):
         masked = torch.arange(self.config.max_devices) >= n_devices
         return logits.masked_fill(masked, float("-inf"))
 
-    def _place(self, ops: Tensor, condition: Tensor) -> Tensor:
-        """[n, H] op states in topological order -> [n, H], segment by segment."""
-        segment = self.config.segment
-        memories: list[Tensor | None] = [None] * len(self.layers)
-        outputs = []
-        for start in range(0, ops.shape[0], segment):
-            x = ops[start : start + segment]
-            for index, layer in enumerate(self.layers):
-                memory = memories[index]
-                memories[index] = x.detach()
-                x = layer(x, memory, condition)
-            outputs.append(x)
-        return torch.cat(outputs) if outputs else ops
+
+def segmented(layers: nn.ModuleList, ops: Tensor, condition: Tensor, segment: int) -> Tensor:
+    """[..., n, H] op states in topological order through `layers`, Transformer-XL style.
+
+    Each segment of `segment` ops attends to itself and, in every layer, to that layer's input
+    of the previous segment, kept without gradient.
+    """
+    memories: list[Tensor | None] = [None] * len(layers)
+    outputs = []
+    for start in range(0, ops.shape[-2], segment):
+        x = ops[..., start : start + segment, :]
+        for index, layer in enumerate(layers):
+            memory = memories[index]
+            memories[index] = x.detach()
+            x = layer(x, memory, condition)
+        outputs.append(x)
+    return torch.cat(outputs, dim=-2) if outputs else ops
 
 
-def _strength(initial: float | None) -> nn.Parameter | None:
+def learned_strength(initial: float | None) -> nn.Parameter | None:
     """A learned strength kept > 0 as softplus(raw), starting at `initial`; None: no prior."""
     if initial is None:
         return None

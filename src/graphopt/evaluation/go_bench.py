@@ -1,0 +1,347 @@
+"""GO's fig. 6 and table 3 (paper 002) on zoo training graphs: `bench go-fig6`, `bench go-table3`.
+
+Fig. 6 shape (`GOFig6Bench`): per model and device count, the makespan of each mode of GO's
+policy (`networks.go_config.MODES`), each trained on the graph alone from an untrained network of
+the shipped config's shape (GO-one: `STEPS` PPO steps, then `SAMPLES` samples), beside the
+compiler default (`compiler-default`: HEFT's placement, critical-path order, XLA-like default
+fusion) and the shipped pre-trained policy zero-shot. Modes without a fusion head keep the
+compiler's default fusion (their environment fuses that way while they train); 'sch+fu' takes
+the expert placement. The shipped policy was pre-trained without the RNN family
+(`HELD_OUT_FAMILY`), so its rows there are zero-shot on a held-out family.
+
+Table 3 shape (`GOTable3Bench`): fusion speedup over no fusion on one placement and order.
+GO-one (pl+sch+fu) decides placement, order and fusion together; its solution without groups is
+the base that XLA-like default fusion and GO's simulated-annealing baseline over fusion
+priorities (`fusion.anneal_fusion`, `SA_FACTOR` x GO-one's evaluations) fuse instead; each speedup
+is the base's makespan over the fused one, and the wall times of GO-one and SA are reported.
+
+Every solution is re-scored by the scorer and, where small, the plain reference
+(`fusion_bench.checked_score`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphopt.costmodels.machine import Machine
+from graphopt.errors import GraphoptError
+from graphopt.evaluation.bench import pyplot, write_csv
+from graphopt.evaluation.fusion_bench import checked_score, zoo_training_graphs
+from graphopt.evaluation.gdp_bench import BANDWIDTH, LATENCY
+from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.ir.graph import Graph
+from graphopt.solvers.base import Budget, Objective, Problem, Result, Solver
+from graphopt.solvers.fusion import anneal_fusion, default_fusion
+from graphopt.solvers.registry import make_solver
+
+FIG6_MODELS = ("gpt2-tiny", "t5-tiny", "wavenet-tiny", "inception-tiny", "lstm-lm-tiny")
+"""Fig. 6's zoo models (89-771 ops): two transformers, WaveNet, Inception and an LSTM LM."""
+TABLE3_MODELS = ("gpt2-tiny", "gnmt-tiny", "lstm-lm-tiny")
+"""Table 3's zoo models: GO's Transformer-XL, GNMT and RNNLM, small."""
+HELD_OUT_FAMILY = ("gnmt-tiny", "lstm-lm-tiny", "lstm-lm-unrolled-32")
+"""The RNN family, left out of the shipped policy's pre-training (model card)."""
+FIG6_DEVICES = (4,)
+TABLE3_DEVICES = (2, 4, 8)
+STEPS = 20
+"""GO-one's PPO steps."""
+SAMPLES = 64
+"""Samples offered after training (and zero-shot)."""
+SA_FACTOR = 20
+"""SA's evaluations per GO-one evaluation (GO compares at 20x GO's search)."""
+SEARCHES = {"brkga": 1, "go-anneal": SA_FACTOR}
+"""Search baselines of fig. 6 and their evaluations per GO-one (pl+sch+fu) evaluation."""
+ZERO_SHOT = "zero-shot"
+"""The shipped pre-trained policy's column."""
+DEFAULT = "compiler-default"
+"""The compiler default's column."""
+
+Progress = Callable[[int, int, str], None]
+
+
+def machine(n_devices: int) -> Machine:
+    """The suites' machine: GDP table 1's links, no capacity."""
+    return Machine(n_devices=n_devices, latency=LATENCY, bandwidth=BANDWIDTH)
+
+
+def template(mode: str, folder: Path) -> str:
+    """An untrained checkpoint of the shipped GO config in `mode`: what GO-one starts from."""
+    from graphopt.learning.networks.go import GOPolicy
+    from graphopt.learning.runs import RunState
+    from graphopt.learning.train_gdp import save_policy
+    from graphopt.learning.train_go import GO_SYSTEM, GOTrainConfig
+
+    shipped = GOTrainConfig.load("go")
+    config = dataclasses.replace(
+        shipped, policy=dataclasses.replace(shipped.policy, mode=mode), graphs_per_step=1
+    )
+    path = folder / f"untrained-{mode.replace('|', '_')}.pt"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        save_policy(path, GO_SYSTEM, GOPolicy(config.policy), None, config, RunState())
+    return str(path)
+
+
+def go_solver(policy: str | None, steps: int, samples: int, scratch: bool) -> Solver:
+    """GO (one, fine-tuned or zero-shot); a mode without fusion keeps the compiler's."""
+    from graphopt.learning.go import GO, GOSolverConfig
+
+    return GO(GOSolverConfig(policy, steps, samples, scratch=scratch, compiler_fusion=True))
+
+
+def solve(
+    graph: Graph, devices: int, solver: Solver, seed: int, evaluations: int = 1 << 30
+) -> tuple[Result, float]:
+    """A solver's result with fusion allowed, and its wall seconds."""
+    problem = Problem(graph, machine(devices), Objective.MAKESPAN, fusion=True)
+    start = time.perf_counter()
+    result = solver.solve(problem, Budget(evaluations=evaluations), seed=seed)
+    seconds = time.perf_counter() - start
+    checked_score(graph, problem.machine, result.solution)
+    return result, seconds
+
+
+def run_fig6(
+    graphs: Sequence[Graph],
+    devices: Sequence[int],
+    modes: Sequence[str],
+    steps: int,
+    seeds: int,
+    folder: Path,
+    progress: Progress,
+) -> list[dict[str, Any]]:
+    """One row per (model, devices, seed): each column's makespan (ms) and seconds.
+
+    The searches run after the modes: BRKGA with fusion genes at GO-one's (pl+sch+fu)
+    evaluations, and annealing over GO's three decisions at `SA_FACTOR` x them.
+    """
+    templates = {mode: template(mode, folder) for mode in modes}
+    columns = (DEFAULT, ZERO_SHOT, *modes, *SEARCHES)
+    total = len(graphs) * len(devices) * seeds * len(columns)
+    rows, done = [], 0
+    for graph in graphs:
+        for d in devices:
+            for seed in range(seeds):
+                row: dict[str, Any] = {"model": graph.name, "ops": graph.n_ops, "devices": d,
+                                       "seed": seed}  # fmt: skip
+                for column in columns:
+                    progress(done, total, f"{graph.name} d={d} {column}")
+                    budget = SEARCHES.get(column, 0) * row.get("evaluations", 0) or 1 << 30
+                    if column == DEFAULT:
+                        solver = make_solver(DEFAULT)
+                    elif column == ZERO_SHOT:
+                        solver = go_solver(None, 0, SAMPLES, scratch=False)
+                    elif column in SEARCHES:
+                        solver = make_solver(column)
+                    else:
+                        solver = go_solver(templates[column], steps, SAMPLES, scratch=True)
+                    result, seconds = solve(graph, d, solver, seed, budget)
+                    if column == "pl+sch+fu":
+                        row["evaluations"] = result.evaluations
+                    row[column] = 1e3 * result.value
+                    row[f"{column} s"] = round(seconds, 2)
+                    done += 1
+                rows.append(row)
+    return rows
+
+
+def run_table3(
+    graphs: Sequence[Graph], devices: Sequence[int], steps: int, seeds: int, folder: Path,
+    progress: Progress,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per (model, devices, seed): each fusion's speedup on GO-one's unfused solution."""
+    policy = template("pl+sch+fu", folder)
+    total = len(graphs) * len(devices) * seeds
+    rows, done = [], 0
+    for graph in graphs:
+        for d in devices:
+            for seed in range(seeds):
+                progress(done, total, f"{graph.name} d={d}")
+                result, go_seconds = solve(graph, d, go_solver(policy, steps, SAMPLES, True), seed)
+                fused = result.solution
+                base = dataclasses.replace(fused, fusion=None, objective={})
+                unfused = checked_score(graph, machine(d), base).makespan
+                default = checked_score(graph, machine(d), default_fusion(graph, base)).makespan
+                start = time.perf_counter()
+                annealed = anneal_fusion(
+                    graph, machine(d), base, Objective.MAKESPAN,
+                    SA_FACTOR * result.evaluations, seed,
+                )  # fmt: skip
+                sa_seconds = time.perf_counter() - start
+                sa = checked_score(graph, machine(d), annealed).makespan
+                rows.append({
+                    "model": graph.name, "ops": graph.n_ops, "devices": d, "seed": seed,
+                    "unfused ms": 1e3 * unfused, "default": unfused / default,
+                    "sa": unfused / sa, "go-one": unfused / result.value,
+                    "go-one ms": 1e3 * result.value, "go-one evaluations": result.evaluations,
+                    "go-one s": round(go_seconds, 2),
+                    "sa evaluations": SA_FACTOR * result.evaluations,
+                    "sa s": round(sa_seconds, 2), "go groups": fused.n_groups,
+                    "sa groups": annealed.n_groups,
+                })  # fmt: skip
+                done += 1
+    return rows
+
+
+def _gain(values: np.ndarray) -> str:
+    """Mean gain in % with its 95% CI."""
+    mean, low, high = mean_with_ci(values)
+    return f"{mean:+.1f} % [{low:+.1f}, {high:+.1f}]"
+
+
+def fig6_summary(rows: Sequence[dict[str, Any]], modes: Sequence[str]) -> list[str]:
+    """The bars' lines: pl+sch+fu against the other modes and the compiler default."""
+    lines = []
+    full = np.array([r["pl+sch+fu"] for r in rows]) if "pl+sch+fu" in modes else None
+    if full is None:
+        return lines
+    searches = [s for s in SEARCHES if s in rows[0]]
+    for other in (*[m for m in modes if m != "pl+sch+fu"], DEFAULT, ZERO_SHOT, *searches):
+        gains = 100 * (np.array([r[other] for r in rows]) / full - 1)
+        lines.append(
+            f"- pl+sch+fu against {other}: {_gain(gains)} on average over {len(rows)} rows "
+            f"(min {gains.min():+.1f} %, rows better {int((gains > 0).sum())}/{len(rows)})"
+        )
+    held = [r for r in rows if r["model"].split(".")[0] in HELD_OUT_FAMILY]
+    for r in held:
+        gain = 100 * (r[DEFAULT] / r[ZERO_SHOT] - 1)
+        lines.append(
+            f"- zero-shot on held-out {r['model']} ({r['devices']} devices): {r[ZERO_SHOT]:.4f} "
+            f"ms against the compiler default's {r[DEFAULT]:.4f} ms ({gain:+.1f} %)"
+        )
+    return lines
+
+
+def table3_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """GO-one's fusion speedup against SA's and the default's, and their times."""
+    go = np.array([r["go-one"] for r in rows])
+    sa = np.array([r["sa"] for r in rows])
+    default = np.array([r["default"] for r in rows])
+    ratio = np.array([r["sa s"] / r["go-one s"] for r in rows])
+    return [
+        f"- mean fusion speedup over no fusion: default {default.mean():.3f}, SA "
+        f"{sa.mean():.3f}, GO-one {go.mean():.3f}",
+        f"- GO-one against SA: {_gain(100 * (go / sa - 1))} (rows better "
+        f"{int((go > sa).sum())}/{len(rows)}); SA took {np.median(ratio):.2f}x GO-one's wall "
+        f"time (median) at {SA_FACTOR}x its evaluations",
+    ]
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows as a markdown table."""
+    columns = list(rows[0])
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = [f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_fig6(rows: Sequence[dict[str, Any]], modes: Sequence[str], path: Path) -> Path:
+    """Bars per model: each mode's and the zero-shot's speedup over the compiler default."""
+    plt = pyplot()
+    columns = (ZERO_SHOT, *modes, *(s for s in SEARCHES if s in rows[0]))
+    names = [f"{r['model'].split('.')[0]} d={r['devices']}" for r in rows]
+    figure, axis = plt.subplots(figsize=(max(6.0, 1.4 * len(rows)), 4))
+    width = 0.8 / len(columns)
+    for k, column in enumerate(columns):
+        values = [r[DEFAULT] / r[column] for r in rows]
+        axis.bar(np.arange(len(rows)) + k * width, values, width, label=column)
+    axis.axhline(1.0, color="black", linewidth=0.8)
+    axis.set_xticks(np.arange(len(rows)) + 0.4 - width / 2, names, rotation=20)
+    axis.set_ylabel("speedup over the compiler default")
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def _write(folder: Path, title: str, command: str, rows: list[dict[str, Any]],
+           lines: list[str]) -> list[Path]:  # fmt: skip
+    """summary.md, runs.csv and runs.json."""
+    text = "\n".join(lines) + "\n\n" + markdown(rows)
+    (folder / "summary.md").write_text(f"# {title}\n\nCommand: `{command}`\n\n{text}\n")
+    (folder / "runs.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
+    return [folder / "summary.md", write_csv(folder / "runs.csv", rows), folder / "runs.json"]
+
+
+@dataclasses.dataclass(frozen=True)
+class _GOBench:
+    """What both GO suites take: zoo models, device counts, GO-one's PPO steps, seeds."""
+
+    models: tuple[str, ...]
+    devices: tuple[int, ...]
+    steps: int = STEPS
+    seeds: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.models or not self.devices or min(self.devices) < 1 or max(self.devices) > 8:
+            raise GraphoptError(
+                f"go suites: need models and device counts in 1..8, got {self.devices}"
+            )
+        if self.steps < 1 or self.seeds < 1:
+            raise GraphoptError("go suites: steps and seeds must be >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class GOFig6Bench(_GOBench):
+    """`bench go-fig6`: GO's modes trained per graph, the compiler default, zero-shot."""
+
+    models: tuple[str, ...] = FIG6_MODELS
+    devices: tuple[int, ...] = FIG6_DEVICES
+
+    def title(self) -> str:
+        """What ran."""
+        return (
+            f"GO fig. 6 shape: every mode trained on each graph alone ({self.steps} PPO steps, "
+            f"{SAMPLES} samples), the compiler default, the shipped policy zero-shot, BRKGA at "
+            f"GO-one's evaluations and annealing at {SA_FACTOR}x, on "
+            f"{', '.join(map(str, self.devices))} devices; {self.seeds} seed(s); makespans in ms"
+        )
+
+    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
+        """Runs the suite into `folder`; returns summary lines and files."""
+        from graphopt.learning.networks.go_config import MODES
+
+        folder.mkdir(parents=True, exist_ok=True)
+        graphs = zoo_training_graphs(self.models)
+        with tempfile.TemporaryDirectory() as scratch:  # the untrained starts
+            rows = run_fig6(
+                graphs, self.devices, MODES, self.steps, self.seeds, Path(scratch), progress
+            )
+        lines = [self.title(), *fig6_summary(rows, MODES)]
+        written = _write(folder, self.title(), command, rows, lines[1:])
+        return lines, [*written, plot_fig6(rows, MODES, folder / "fig6.png")]
+
+
+@dataclasses.dataclass(frozen=True)
+class GOTable3Bench(_GOBench):
+    """`bench go-table3`: fusion speedups of the default, SA and GO-one."""
+
+    models: tuple[str, ...] = TABLE3_MODELS
+    devices: tuple[int, ...] = TABLE3_DEVICES
+
+    def title(self) -> str:
+        """What ran."""
+        return (
+            f"GO table 3 shape: fusion speedup over no fusion on GO-one's placement and order "
+            f"(GO-one: {self.steps} PPO steps + {SAMPLES} samples; SA: {SA_FACTOR}x GO-one's "
+            f"evaluations), on {', '.join(map(str, self.devices))} devices; {self.seeds} seed(s)"
+        )
+
+    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
+        """Runs the suite into `folder`; returns summary lines and files."""
+        folder.mkdir(parents=True, exist_ok=True)
+        graphs = zoo_training_graphs(self.models)
+        with tempfile.TemporaryDirectory() as scratch:  # the untrained start
+            rows = run_table3(graphs, self.devices, self.steps, self.seeds, Path(scratch), progress)
+        lines = [self.title(), *table3_summary(rows)]
+        return lines, _write(folder, self.title(), command, rows, lines[1:])

@@ -1,0 +1,168 @@
+"""GO's multi-task policy as a solver (paper 002): placement, scheduling and fusion in one pass.
+
+The policy decides every op's device, scheduling level and (when the problem may fuse, `optimize
+--fusion search`) fusion level; GO's decoder (`go_decoder`) turns them into a contract solution
+and the scorer scores it. The solver offers, one evaluation each: the partition hint with the
+compiler's order and fusion (GO's start, so it never returns worse than that), the policy's most
+likely decisions (zero-shot), with `finetune` > 0 every sample of that many PPO steps on this
+graph alone and the most likely decisions again, then `samples` samples. The tracker keeps the
+best. Pinned ops keep their pins. A policy without a fusion head (mode without 'fu') on a problem
+that searches fusion is refused naming both; on a graph without fusion classes the fusion head
+has nothing to decide, and the solution says fusion was skipped. Without a `policy`, the shipped
+one (`graphopt/policies/go-makespan.pt`) is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import torch
+
+from graphopt.ir.solution import Solution
+from graphopt.learning.envs.go import GOEnv
+from graphopt.learning.gdp import GDP, GDPSolverConfig, fine_tune, load_system_checkpoint
+from graphopt.learning.networks.go import Behaviour, GOPolicy
+from graphopt.learning.networks.go_config import MODES, TASKS, GOConfig
+from graphopt.learning.train_go import (
+    GO_SYSTEM,
+    GOGraphs,
+    GOTrainConfig,
+    GOTrainer,
+    most_likely_actions,
+    sample_actions,
+)
+from graphopt.solvers.base import Problem, SolverError, Tracker
+from graphopt.solvers.go_baselines import offer_decoded
+
+
+@dataclass(frozen=True)
+class GOSolverConfig(GDPSolverConfig):
+    """How the trained policy is used: GDP's options (`GDPSolverConfig`) and two of GO's.
+
+    Attributes:
+        mode: the mode the caller expects the checkpoint to have (None: whatever it has).
+        compiler_fusion: on a problem that fuses, let a policy without a fusion head keep the
+            compiler's default fusion (GO fig. 6's modes without 'fu') instead of refusing.
+    """
+
+    mode: str | None = None
+    compiler_fusion: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.mode is not None and self.mode not in MODES:
+            raise SolverError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+
+
+@cache
+def load_go_checkpoint(path: str) -> tuple[GOConfig, dict, GOTrainConfig]:
+    """A GO checkpoint's network config, weights and training config (read once per process).
+
+    Raises:
+        CheckpointError: not a GO checkpoint, or malformed.
+    """
+    return load_system_checkpoint(path, GO_SYSTEM, GOConfig)
+
+
+class GO(GDP):
+    """Placement, order and fusion from a trained GO policy, zero-shot or fine-tuned.
+
+    Args:
+        config: the checkpoint, fine-tuning steps, samples and expected mode.
+    """
+
+    name = "go"
+    network = GOPolicy
+    shipped = "go-makespan.pt"
+    config: GOSolverConfig
+
+    def __init__(self, config: GOSolverConfig | None = None) -> None:
+        self.config = config or GOSolverConfig()
+
+    def _load(self, path: str) -> tuple[GOConfig, dict, GOTrainConfig]:
+        """(network config, weights, training config) of a GO checkpoint."""
+        return load_go_checkpoint(path)
+
+    def _check(self, path: str, config: GOConfig, problem: Problem) -> None:
+        """Refuses another mode than requested, or fusion without a fusion head, naming both."""
+        if self.config.mode is not None and self.config.mode != config.mode:
+            raise SolverError(
+                f"{path} is a {config.mode!r} policy; the request asks for mode "
+                f"{self.config.mode!r}"
+            )
+        if problem.fusion and "fusion" not in config.tasks and not self.config.compiler_fusion:
+            raise SolverError(
+                f"{path} is a {config.mode!r} policy without a fusion head; --fusion search "
+                "needs one (a mode with 'fu'), or fuse after it with --fusion default"
+            )
+        n_devices = problem.machine.n_devices
+        if n_devices > config.max_devices:
+            raise SolverError(
+                f"{path} places onto 1..{config.max_devices} devices, the machine has {n_devices}"
+            )
+
+    def run(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """Fine-tunes (if asked), then offers the start, the most likely and sampled decisions."""
+        graph, machine = problem.graph, problem.machine
+        policy, trained = self._checkpoint(problem, rng)
+        fusing = bool(problem.fusion)
+        graphs = GOGraphs(
+            {"train": [graph]},
+            machine,
+            policy.hint_strength is not None,
+            policy.go.levels,
+            "default" if fusing else "none",
+            fusion_levels=fusing,
+        )
+        task = graphs.get("train", 0)
+        env = task.env
+        assert isinstance(env, GOEnv)
+        decides = [t for t in policy.go.tasks if t != "fusion" or fusing]
+        if fusing and not env.fusable.any():
+            tracker.note(
+                f"fusion skipped: no op of graph '{graph.name}' has a fusion class (op field "
+                "'fusion') with a 'kernel'; placement and scheduling decided"
+            )
+
+        def offer(actions: np.ndarray) -> None:
+            """Offers actions [S, 3, n] (undecided tasks -1, pins applied), as many as fit."""
+            actions = np.array(actions)[: tracker.remaining]
+            for slot, task_name in enumerate(TASKS):
+                if task_name not in decides:
+                    actions[:, slot] = -1
+            if actions.size and actions[0, 0, 0] < 0:
+                actions[:, 0] = env.fixed_placement
+            if problem.pinned is not None:
+                pins = np.asarray(problem.pinned)
+                actions[:, 0] = np.where(pins >= 0, pins, actions[:, 0])
+            if len(actions):
+                offer_decoded(problem, tracker, env.decode(actions), fusing)
+
+        placement = env.fixed_placement if task.hint is None else task.hint.numpy()
+        start = env.default_actions(placement[None])
+        offer(start)  # the hint (or the expert placement), critical path, fuse what may
+        start[:, 1:] = -1
+        offer(start)  # the same placement with the compiler's order and fusion
+        offer(most_likely_actions(policy, task)[None])
+        behaviour: dict[str, Behaviour] = dict.fromkeys(decides, "sample")
+        if self.config.finetune:
+            fine_tune(GOTrainer, policy, graphs, trained, self.config.finetune, rng, offer)
+            offer(most_likely_actions(policy, task)[None])
+        if self.config.samples:
+            generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+            sampled, _ = sample_actions(policy, task, self.config.samples, generator, behaviour)
+            offer(sampled)
+
+
+def go(policy: str | None = None, finetune: int = 0) -> GO:
+    """The GO solver with the checkpoint at `policy` (None: the shipped one)."""
+    return GO(GOSolverConfig(policy=policy, finetune=finetune))

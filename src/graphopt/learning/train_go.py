@@ -1,0 +1,249 @@
+"""Training GO's multi-task policy with PPO (paper 002 sections 4-5), as GDP's is trained.
+
+The loop is GDP's (`train_gdp.run_training` and `GDPTrainer`): each step samples `samples`
+decisions of `graphs_per_step` graphs, scores them exactly in GO's environment (`envs.go`: GO's
+priority ready queues and fusion decoder) and takes PPO's clipped updates, every op one action
+whose log-probability is the sum of its tasks'. What GO changes is what an action is: a device,
+a scheduling level and a fusion level per op, from one forward pass (`networks.go`).
+
+The mode (`GOConfig.mode`, GO fig. 6) sets what is trained when. Tasks joined by '+' are one
+stage: sampled together, the later conditioned on the earlier's actions. Stages separated by '|'
+split `run.steps` equally and are trained one after another: in stage k its tasks are sampled and
+every other task of the network takes its most likely action (the earlier stages' trained heads,
+the later stages' untrained ones, whose priors make them the compiler's defaults). Validation
+scores every task's most likely action, and the best of `validation_samples` samples beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from graphopt.configs import FieldError, read_config
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.graph import Graph
+from graphopt.learning.envs.go import GOEnv
+from graphopt.learning.networks.go import Acted, Behaviour, GOPolicy
+from graphopt.learning.networks.go_config import GO_FORMAT, GOConfig
+from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss
+from graphopt.learning.runs import RunState, TrainingError, load_config
+from graphopt.learning.train_gdp import (
+    GDPTrainer,
+    Graphs,
+    GraphSource,
+    PlacementTask,
+    System,
+    TrainConfig,
+    run_training,
+)
+
+
+@dataclass(frozen=True)
+class GOTrainConfig(TrainConfig):
+    """Everything that defines a GO training run: GDP's fields with GO's network and fusion.
+
+    Attributes:
+        policy: the multi-task network and its mode.
+        compiler_fusion: how graphs fuse when the mode has no fusion task: 'default'
+            (XLA-like, the compiler's) or 'none'.
+        schedulers: GO orders events with its priority ready queues only: 'ready-queue'.
+    """
+
+    name: str = "go"
+    policy: GOConfig = field(default_factory=GOConfig)
+    compiler_fusion: Literal["none", "default"] = "default"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.schedulers != ("ready-queue",):
+            raise FieldError(
+                "schedulers",
+                f"GO orders events with its priority ready queues: ['ready-queue'], got "
+                f"{list(self.schedulers)}",
+            )
+
+    @classmethod
+    def from_dict(cls, data: Any) -> GOTrainConfig:
+        """A config from a JSON object; unknown fields and wrong types are refused, named."""
+        return read_config(cls, data, "GO training config", TrainingError)
+
+    @classmethod
+    def load(cls, source: str | Path) -> GOTrainConfig:
+        """A config from a JSON file, or the shipped config of that name."""
+        return load_config(cls, source, "GO training config")
+
+
+class GOGraphs(Graphs):
+    """A run's graphs with GO's environments (`GOEnv`)."""
+
+    def __init__(
+        self,
+        splits: dict[str, Sequence[Graph]],
+        machine: Machine,
+        hints: bool,
+        levels: int,
+        compiler_fusion: Literal["none", "default"],
+        fusion_levels: bool = True,
+    ) -> None:
+        super().__init__(splits, machine, hints)
+        self.levels = levels
+        self.compiler_fusion = compiler_fusion
+        self.fusion_levels = fusion_levels
+
+    def make_env(self, graph: Graph) -> GOEnv:
+        """GO's environment of one graph."""
+        return GOEnv(
+            graph, self.machine, self.levels, self.compiler_fusion, fusion_levels=self.fusion_levels
+        )
+
+
+@dataclass(frozen=True)
+class GOGraphSource(GraphSource):
+    """`GraphSource` for GO: the levels and compiler fusion its environments need."""
+
+    levels: int = 8
+    compiler_fusion: Literal["none", "default"] = "default"
+
+    def graphs(self) -> GOGraphs:
+        """The run's graphs with GO's environments."""
+        return GOGraphs(
+            self.splits(), self.machine.machine(), self.hints, self.levels, self.compiler_fusion
+        )
+
+
+def stage_behaviour(config: GOConfig, step: int, steps: int) -> dict[str, Behaviour]:
+    """Which tasks step `step` of `steps` samples (its stage's) and which are most likely."""
+    stages = config.stages
+    current = stages[min(step * len(stages) // max(steps, 1), len(stages) - 1)]
+    return {task: "sample" if task in current else "greedy" for task in config.tasks}
+
+
+def act(
+    policy: GOPolicy,
+    task: PlacementTask,
+    behaviour: dict[str, Behaviour],
+    samples: int = 1,
+    generator: torch.Generator | None = None,
+    actions: torch.Tensor | None = None,
+) -> Acted:
+    """The policy's decisions on one graph (`GOPolicy.act` with the task's inputs)."""
+    env = task.env
+    assert isinstance(env, GOEnv)
+    fusable = torch.from_numpy(env.fusable)
+    return policy.act(
+        task.batch, task.n_devices, task.hint, behaviour, samples, generator, actions, fusable
+    )
+
+
+def most_likely_actions(policy: GOPolicy, task: PlacementTask) -> np.ndarray:
+    """[3, n_ops] every task's most likely action (zero-shot inference)."""
+    policy.eval()
+    with torch.no_grad():
+        acted = act(policy, task, dict.fromkeys(policy.go.tasks, "greedy"))
+    return acted.actions[0].numpy()
+
+
+def sample_actions(
+    policy: GOPolicy,
+    task: PlacementTask,
+    samples: int,
+    generator: torch.Generator,
+    behaviour: dict[str, Behaviour] | None = None,
+) -> tuple[np.ndarray, torch.Tensor]:
+    """Sampled actions [samples, 3, n_ops] (every task, or as `behaviour` says) and log-probs."""
+    behaviour = behaviour or dict.fromkeys(policy.go.tasks, "sample")
+    with torch.no_grad():
+        acted = act(policy, task, behaviour, samples, generator)
+    return acted.actions.numpy(), acted.log_p
+
+
+class GOTrainer(GDPTrainer):
+    """GDP's PPO steps on GO's actions, stage by stage (`stage_behaviour`)."""
+
+    policy: GOPolicy
+    behaviour: dict[str, Behaviour]
+
+    def step(self, step: int) -> dict[str, float]:
+        """One PPO step of the stage `step` falls in."""
+        self.behaviour = stage_behaviour(self.policy.go, step, self.config.run.steps)
+        return super().step(step)
+
+    def draw(
+        self, task: PlacementTask, samples: int, generator: torch.Generator
+    ) -> tuple[np.ndarray, torch.Tensor]:
+        """The stage's sampled actions [samples, 3, n_ops] and their per-op log-probs."""
+        return sample_actions(self.policy, task, samples, generator, self.behaviour)
+
+    def _loss(
+        self,
+        task: PlacementTask,
+        actions: torch.Tensor,
+        old_log_p: torch.Tensor,
+        advantages: torch.Tensor,
+        entropy_weight: float,
+    ) -> PPOLoss:
+        """PPO's loss on a minibatch of one graph's samples (every op one joint action)."""
+        acted = act(self.policy, task, self.behaviour, actions=actions)
+        return ppo_loss(
+            acted.log_p,
+            old_log_p,
+            advantages,
+            acted.entropy,
+            self.config.ppo.clip,
+            entropy_weight,
+        )
+
+
+def _validate(
+    policy: GOPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: GOTrainConfig
+) -> dict[str, float]:
+    """Mean over the validation graphs of the best reward the `go` solver's offers reach.
+
+    Those are the most likely decisions and `validation_samples` samples, seeded by the run's
+    seed and the graph, so that every step is judged alike.
+    """
+    rewards = []
+    generator = torch.Generator()
+    for index in ids.tolist():
+        task = graphs.get("valid", index)
+        actions = most_likely_actions(policy, task)[None]
+        if config.validation_samples:
+            generator.manual_seed(config.run.seed + index)
+            sampled, _ = sample_actions(policy, task, config.validation_samples, generator)
+            actions = np.concatenate([actions, sampled])
+        rewards.append(float(task.env.score(actions).reward.max()))
+    return {"step": step, "validation_reward": float(np.mean(rewards))}
+
+
+GO_SYSTEM = System(
+    GO_FORMAT,
+    GOTrainConfig.from_dict,
+    GOPolicy,
+    lambda policy: policy.placer.partition_prior is not None,
+    lambda dataset, config, hints: GOGraphSource(
+        dataset,
+        config.machine,
+        hints,
+        levels=config.policy.levels,
+        compiler_fusion=config.compiler_fusion,
+    ),  # fmt: skip
+    GOTrainer,
+    _validate,
+)
+"""GO's pieces for `train_gdp.run_training`."""
+
+
+def train(
+    config: GOTrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    progress: Callable[[dict[str, float]], None] | None = None,
+    ray_address: str | None = None,
+) -> RunState:
+    """Trains a GO policy as `config` says, into `run_dir` (files and errors as GDP's `train`)."""
+    return run_training(config, run_dir, resume, progress, ray_address, GO_SYSTEM)

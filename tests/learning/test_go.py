@@ -1,0 +1,328 @@
+"""GO's multi-task policy: network, environment, modes, PPO training and the `go` solver."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from graphopt.costmodels._reference import reference_score
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.generators import generate
+from graphopt.ir.io import write_graph
+from graphopt.learning.batching import make_batch
+from graphopt.learning.envs.go import GOEnv
+from graphopt.learning.go import GO, GOSolverConfig
+from graphopt.learning.networks.gdp_config import GDPConfig
+from graphopt.learning.networks.go import GOPolicy
+from graphopt.learning.networks.go_config import MODES, TASKS, GOConfig
+from graphopt.learning.objectives.ppo import PPOConfig
+from graphopt.learning.optim import AdamConfig
+from graphopt.learning.placement_features import placement_features
+from graphopt.learning.runs import RunConfig, TrainingError
+from graphopt.learning.train_gdp import MachineConfig
+from graphopt.learning.train_go import (
+    GOGraphs,
+    GOTrainConfig,
+    GOTrainer,
+    most_likely_actions,
+    stage_behaviour,
+    train,
+)
+from graphopt.optimize import optimize
+from graphopt.solvers.base import Budget, Objective, Problem, SolverError
+
+PLACER = GDPConfig(hidden=16, sage_layers=1, placer_layers=1, heads=2, segment=16, max_devices=4)
+MACHINE = Machine(2, latency=0.05, bandwidth=3e5)
+
+
+def toy_config(mode: str = "pl+sch+fu", steps: int = 4, **priors: float | None) -> GOTrainConfig:
+    return GOTrainConfig(
+        policy=GOConfig(mode=mode, placer=PLACER, **priors),
+        machine=MachineConfig(devices=2, latency=0.05, bandwidth=3e5),
+        samples=8,
+        graphs_per_step=1,
+        optimizer=AdamConfig(learning_rate=1e-2),
+        run=RunConfig(steps=steps, validate_every=2, checkpoint_every=2, workers=0),
+    )
+
+
+def toy_graph():
+    return generate("layered", 40, seed=1, fusion=True)
+
+
+def task_of(graph, hints: bool = False):
+    graphs = GOGraphs({"train": [graph]}, MACHINE, hints, 8, "default")
+    return graphs.get("train", 0)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_log_probabilities_of_sampled_actions_are_recomputed_exactly(mode) -> None:
+    torch.manual_seed(0)
+    policy = GOPolicy(GOConfig(mode=mode, placer=PLACER))
+    graph = toy_graph()
+    batch = make_batch([placement_features(graph)])
+    behaviour = dict.fromkeys(policy.go.tasks, "sample")
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        acted = policy.act(batch, 2, None, behaviour, 6, generator)
+    again = policy.act(batch, 2, None, behaviour, actions=acted.actions)
+    assert torch.allclose(again.log_p, acted.log_p, atol=1e-5)
+    for slot, task in enumerate(TASKS):
+        decided = acted.actions[:, slot]
+        assert bool((decided >= 0).all()) == (task in policy.go.tasks)
+    assert int(acted.actions[:, 0].max()) < 2  # devices >= d are masked
+
+
+def test_the_untrained_priors_are_the_compilers_defaults() -> None:
+    """Scheduling levels at the middle (critical path), fusion levels in the fusing half."""
+    torch.manual_seed(0)
+    policy = GOPolicy(GOConfig(placer=PLACER, schedule_prior=20.0, fusion_prior=20.0))
+    task = task_of(toy_graph())
+    actions = most_likely_actions(policy, task)
+    assert (actions[1] == 4).all()
+    assert (actions[2] >= 4).all()
+
+
+def test_residual_action_connections_feed_placements_to_the_scheduling_head() -> None:
+    torch.manual_seed(0)
+    graph = toy_graph()
+    batch = make_batch([placement_features(graph)])
+    for mode, connected in (("pl+sch", True), ("pl|sch", False)):
+        policy = GOPolicy(GOConfig(mode=mode, placer=PLACER))
+        for embedding in policy.action_embeddings.values():
+            torch.nn.init.normal_(embedding.weight)
+        actions = torch.full((2, 3, graph.n_ops), -1, dtype=torch.long)
+        actions[:, 1] = 3
+        actions[0, 0], actions[1, 0] = 0, 1
+        acted = policy.act(batch, 2, None, {"placement": "greedy", "scheduling": "sample"},
+                           actions=actions)  # fmt: skip
+        differs = not torch.allclose(acted.log_p[0], acted.log_p[1])
+        assert differs == connected, mode
+
+
+def test_a_head_the_mode_lacks_is_refused() -> None:
+    policy = GOPolicy(GOConfig(mode="pl+sch", placer=PLACER))
+    batch = make_batch([placement_features(toy_graph())])
+    with pytest.raises(ValueError, match="no \\['fusion'\\] head"):
+        policy.act(batch, 2, None, {"fusion": "greedy"})
+
+
+def test_decoded_actions_rescore_identically_and_undecided_tasks_take_defaults() -> None:
+    graph = toy_graph()
+    env = GOEnv(graph, MACHINE)
+    rng = np.random.default_rng(0)
+    n = graph.n_ops
+    actions = np.stack([rng.integers(0, 2, (5, n)), rng.integers(0, 8, (5, n)),
+                        rng.integers(0, 8, (5, n))], axis=1)  # fmt: skip
+    outcome = env.score(actions)
+    for b in range(5):
+        solution = env.actions_solution(actions[b])
+        exact = reference_score(graph, solution, MACHINE)
+        assert exact.makespan == pytest.approx(outcome.makespan[b], rel=1e-9)
+    assert env.actions_solution(actions[0]).n_groups > 0
+    undecided = np.full((3, n), -1)
+    solution = env.actions_solution(undecided)
+    assert (solution.placement == env.fixed_placement).all()  # the expert placement
+    half = actions[0].copy()
+    half[1, :3] = -1
+    with pytest.raises(SolverError, match="scheduling task is decided for some ops only"):
+        env.score(half)
+    unfused = GOEnv(graph, MACHINE, compiler_fusion="none", fusion_levels=False)
+    assert unfused.actions_solution(actions[0]).n_groups == 0
+    assert not unfused.fusable.any()
+
+
+def test_separate_modes_train_one_stage_after_another() -> None:
+    config = GOConfig(mode="pl|sch|fu", placer=PLACER)
+    stages = [stage_behaviour(config, step, 9) for step in range(9)]
+    assert stages[0] == {"placement": "sample", "scheduling": "greedy", "fusion": "greedy"}
+    assert stages[4] == {"placement": "greedy", "scheduling": "sample", "fusion": "greedy"}
+    assert stages[8] == {"placement": "greedy", "scheduling": "greedy", "fusion": "sample"}
+    joint = GOConfig(placer=PLACER)
+    assert set(stage_behaviour(joint, 5, 9).values()) == {"sample"}
+
+
+def test_ppo_raises_the_reward_of_all_three_tasks_on_a_toy_graph() -> None:
+    """From priors off (every level equally likely), sampled decisions get better."""
+    config = replace(
+        toy_config(steps=24, schedule_prior=None, fusion_prior=None),
+        policy=GOConfig(placer=replace(PLACER, pipeline_prior=1.0), schedule_prior=None,
+                        fusion_prior=None),
+        samples=16,
+        ppo=PPOConfig(epochs=2, minibatches=1),
+    )  # fmt: skip
+    torch.manual_seed(0)
+    graphs = GOGraphs({"train": [toy_graph()]}, MACHINE, False, 8, "default")
+    trainer = GOTrainer(GOPolicy(config.policy), graphs, np.arange(1), config)
+    rewards = [trainer.step(step)["reward"] for step in range(config.run.steps)]
+    assert np.mean(rewards[-5:]) > np.mean(rewards[:5]) + 0.05
+
+
+def test_a_run_resumes_exactly_and_refuses_another_mode(tmp_path) -> None:
+    path = tmp_path / "toy.json"
+    write_graph(toy_graph(), path)
+    config = replace(toy_config(steps=4), dataset=f"graph:{path}")
+    whole = train(config, tmp_path / "whole")
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_step_2(row: dict[str, float]) -> None:
+        if row["step"] == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(config, tmp_path / "split", progress=kill_at_step_2)
+    resumed = train(config, tmp_path / "split", resume=True)
+    drop = ("seconds",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in resumed.history] == [
+        {k: v for k, v in r.items() if k not in drop} for r in whole.history
+    ]
+    other = replace(config, policy=replace(config.policy, mode="pl|sch|fu"))
+    with pytest.raises(TrainingError, match="mode"):
+        train(other, tmp_path / "whole", resume=True)
+
+
+@pytest.fixture(scope="module")
+def go_policy(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("go")
+    write_graph(toy_graph(), folder / "toy.json")
+    config = replace(
+        toy_config(steps=2),
+        dataset=f"graph:{folder / 'toy.json'}",
+        policy=GOConfig(placer=replace(PLACER, pipeline_prior=None, partition_prior=4.0)),
+    )
+    train(config, folder / "run")
+    return str(folder / "run" / "best.pt")
+
+
+@pytest.mark.parametrize("n_devices", [1, 2, 4])
+@pytest.mark.parametrize("fusion", ["none", "search"])
+def test_the_solver_rescores_exactly_and_never_loses_to_its_start(go_policy, n_devices, fusion):
+    graph = toy_graph()
+    machine = Machine(n_devices, latency=0.05, bandwidth=3e5)
+    result = optimize(graph, machine, "makespan", solver="go", policy=go_policy, fusion=fusion)
+    exact = reference_score(graph, result.solution, machine)
+    assert exact.makespan == pytest.approx(result.value, rel=1e-9)
+    assert (result.solution.n_groups > 0) == (fusion == "search")
+    default = optimize(graph, machine, "makespan", solver="compiler-default", fusion=fusion)
+    if n_devices == 1:
+        assert result.value <= default.value * (1 + 1e-9)
+
+
+def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(go_policy) -> None:
+    graph = toy_graph()
+    pins = np.full(graph.n_ops, -1)
+    pins[:5] = 1
+    problem = Problem(graph, MACHINE, Objective.MAKESPAN, pinned=pins, fusion=True)
+    solver = GO(GOSolverConfig(policy=go_policy, finetune=2, samples=4))
+    result = solver.solve(problem, Budget(evaluations=1000), seed=0)
+    assert (result.solution.placement[:5] == 1).all()
+    assert result.evaluations == 3 + 2 * 8 + 1 + 4  # start x2, argmax, 2 steps, argmax, samples
+    again = solver.solve(problem, Budget(evaluations=1000), seed=0)
+    assert again.value == result.value
+
+
+def test_mismatched_requests_are_refused_naming_both(go_policy, tmp_path) -> None:
+    graph = toy_graph()
+    problem = Problem(graph, MACHINE, Objective.MAKESPAN, fusion=True)
+    with pytest.raises(SolverError, match="'pl\\+sch\\+fu' policy; the request asks for mode 'pl'"):
+        GO(GOSolverConfig(policy=go_policy, mode="pl")).solve(problem, Budget(evaluations=10))
+    path = tmp_path / "toy.json"
+    write_graph(graph, path)
+    config = replace(toy_config("pl+sch", steps=1), dataset=f"graph:{path}")
+    train(config, tmp_path / "plsch")
+    with pytest.raises(SolverError, match="'pl\\+sch' policy without a fusion head"):
+        GO(GOSolverConfig(policy=str(tmp_path / "plsch" / "best.pt"))).solve(
+            problem, Budget(evaluations=10)
+        )
+
+
+def test_a_graph_without_fusion_classes_says_fusion_was_skipped(go_policy) -> None:
+    graph = generate("layered", 30, seed=2)
+    result = optimize(graph, MACHINE, "makespan", solver="go", policy=go_policy, fusion="search")
+    notes = " ".join(result.solution.solver.get("notes", []))
+    assert "fusion" in notes and result.solution.n_groups == 0
+    assert Path(go_policy).is_file()
+
+
+def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> None:
+    from graphopt.evaluation.fusion_bench import zoo_training_graphs
+    from graphopt.evaluation.go_bench import (
+        DEFAULT,
+        ZERO_SHOT,
+        fig6_summary,
+        run_fig6,
+        run_table3,
+        table3_summary,
+    )
+
+    graphs = zoo_training_graphs(["lstm-lm-tiny"])
+    modes = ("pl", "pl+sch+fu")
+    rows = run_fig6(graphs, (2,), modes, 1, 1, tmp_path, lambda *_: None)
+    assert len(rows) == 1 and all(rows[0][c] > 0 for c in (DEFAULT, ZERO_SHOT, *modes))
+    lines = fig6_summary(rows, modes)
+    assert any("against pl:" in line for line in lines)
+    assert any("held-out lstm-lm-tiny" in line for line in lines)
+    rows = run_table3(graphs, (2,), 1, 1, tmp_path, lambda *_: None)
+    assert (
+        rows[0]["go-one"] >= 1.0 and rows[0]["sa evaluations"] == 20 * rows[0]["go-one evaluations"]
+    )
+    assert "GO-one against SA" in " ".join(table3_summary(rows))
+
+
+def test_the_train_and_optimize_commands(go_policy, tmp_path) -> None:
+    import json
+    from dataclasses import asdict
+
+    from typer.testing import CliRunner
+
+    from graphopt.cli import app
+    from graphopt.ir.io import read_solution
+
+    graph = toy_graph()
+    write_graph(graph, tmp_path / "g.json")
+    config = replace(toy_config(steps=1), dataset=f"graph:{tmp_path / 'g.json'}")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(asdict(config)))
+    result = CliRunner().invoke(app, ["train", "go", str(path), "-o", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "trained 1 steps" in result.stdout
+    data = asdict(config)
+    data["policy"]["mode"] = "pl+fu"
+    path.write_text(json.dumps(data))
+    bad = CliRunner().invoke(app, ["train", "go", str(path), "-o", str(tmp_path / "other")])
+    assert bad.exit_code == 2 and "mode must be one of" in bad.output
+    out = tmp_path / "s.json"
+    command = [
+        "optimize",
+        str(tmp_path / "g.json"),
+        "--objective",
+        "makespan",
+        "--devices",
+        "2",
+        "--solver",
+        "go",
+        "--policy",
+        go_policy,
+        "--fusion",
+        "search",
+        "-o",
+        str(out),
+    ]
+    result = CliRunner().invoke(app, command)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    solution = read_solution(out, graph)
+    assert solution.n_groups > 0
+    assert reference_score(graph, solution, Machine(2)).makespan > 0
+    data["policy"]["mode"] = "pl+sch"
+    path.write_text(json.dumps(data))
+    CliRunner().invoke(app, ["train", "go", str(path), "-o", str(tmp_path / "plsch")])
+    plsch = str(tmp_path / "plsch" / "best.pt")
+    bad = CliRunner().invoke(app, [*command[:-6], "--policy", plsch, "--fusion", "search", "-o",
+                                   str(out)])  # fmt: skip
+    assert bad.exit_code == 2 and "without a fusion head" in bad.output
