@@ -1,32 +1,33 @@
 """A REGAL training run's best validated policy against its own step-0 policy, on test graphs.
 
     .venv/bin/python benchmarks/regal_campaign_test.py RUN [--dataset /work/runs/data-regal]
-        [--graphs 60] [--seeds 3] [--evaluations 5000] [-o docs/results/regal-campaign/test-OBJ]
+        [--graphs 60] [--seeds 3] [--evaluations 5000] [--zoo] [-o DIR]
 
 Validation picked the policy, so its validation gain is biased upward (the maximum over many
 noisy validations); only graphs it was not picked on say whether training helped. From RUN's
 validations/step-N.npz this picks the step with the highest mean validation reward (step 0
-excluded) and takes snapshots/step-N.pt and snapshots/step-0000000.pt (the untrained start).
-On the first `--graphs` graphs of the dataset's test split (topologies that are in neither
-training nor validation), with seeds 0..S-1, the run's objective and device count (its
-config.json), it solves each (graph, seed) with `regal` steered by the step-0 snapshot, `regal`
-steered by the best snapshot and `brkga` (uniform BRKGA), all with the same seed and a budget of
-`--evaluations` (5,000: paper 001's test budget, "4,600 + 400").
+excluded) and takes snapshots/step-N.pt and snapshots/step-0000000.pt (the untrained start). On
+the first `--graphs` graphs of the dataset's test split (topologies that are in neither
+training nor validation), or with `--zoo` on the zoo models REGAL never trains on (the
+`zoo-held-out` suite, 10 graphs of 191-3,015 ops), with seeds 0..S-1, the run's objective and
+device count (its config.json), it solves each (graph, seed) with `regal` steered by the step-0
+snapshot, `regal` steered by the best snapshot and `brkga` (uniform BRKGA), all with the same
+seed and a budget of `--evaluations` (5,000: paper 001's test budget, "4,600 + 400").
 
-The `regal` solver spends its whole budget inside the one tracker: first a uniform BRKGA feature
-run capped at the checkpoint's `feature_evaluations` (400 in these runs), whose last population
-gives the features; one policy inference (no evaluations); then BRKGA steered by the predicted
-Beta distributions on the remaining 4,600, with the checkpoint's inner settings (its BRKGA
-preset, and `kept`: the 10 best of the feature run's last population start the search, the
-rest of its first population is drawn from the distributions). So each solver makes 5,000
+The `regal` solver spends its whole budget inside the one tracker: first a uniform BRKGA
+feature run capped at the checkpoint's `feature_evaluations` (400 in these runs), whose last
+population gives the features; one policy inference (no evaluations); then BRKGA steered by the
+predicted Beta distributions on the remaining 4,600, with the checkpoint's inner settings (its
+BRKGA preset, and `kept`: the 10 best of the feature run's last population start the search,
+the rest of its first population is drawn from the distributions). So each solver makes 5,000
 evaluations in all. Every returned solution is re-scored with the plain reference scorer
 (`_reference.reference_score`), which must agree with the solver's value to a relative 1e-9.
 
 Printed and written (summary.json, summary.md): each policy's mean % improvement over BRKGA
 (per seed 100 (brkga - value) / brkga, averaged over seeds per graph) with its 95% CI over the
-graphs and W/T/L against BRKGA; the paired gain of the best snapshot over step 0 (per graph, the
-mean over seeds of 100 (step0 - best) / step0) with its 95% CI and W/T/L; the chosen step; and
-wall seconds per solver and in all.
+graphs and W/T/L against BRKGA; the paired gain of the best snapshot over step 0 (per graph,
+the mean over seeds of 100 (step0 - best) / step0) with its 95% CI and W/T/L; the chosen step;
+and wall seconds per solver and in all.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.datasets import Dataset
 from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.suites import SUITES
 from graphopt.ir.graph import Graph
 from graphopt.solvers.base import Budget, Objective, Problem, Result, Solver
 from graphopt.solvers.registry import make_solver
@@ -162,9 +164,10 @@ def markdown(report: dict[str, Any]) -> str:
     """The report as a markdown page."""
     r = report
     lines = [
-        f"# REGAL campaign `{r['run']}` on test graphs: {r['objective']}, {r['devices']} devices",
+        f"# REGAL campaign `{r['run']}` on held-out graphs: {r['objective']}, "
+        f"{r['devices']} devices",
         "",
-        f"{r['graphs']} first graphs of `{r['dataset']}` test split x {r['seeds']} seeds, "
+        f"{r['graphs']} graphs ({r['source']}) x {r['seeds']} seeds, "
         f"{r['evaluations']:,} evaluations per solve (regal: {r['feature_evaluations']} of them "
         "in its uniform feature run). Best step by mean validation reward (step 0 excluded): "
         f"**{r['step']}** (validation reward {r['validation_reward']:.5f}, step 0 "
@@ -201,7 +204,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     """The printed summary."""
     r = report
     lines = [
-        f"{r['run']}: {r['objective']}, {r['devices']} devices, {r['graphs']} test graphs x "
+        f"{r['run']}: {r['objective']}, {r['devices']} devices, {r['graphs']} graphs x "
         f"{r['seeds']} seeds, {r['evaluations']} evaluations",
         f"chosen step {r['step']} (mean validation reward {r['validation_reward']:.5f}; "
         f"step 0 {r['step0_validation_reward']:.5f})",
@@ -228,6 +231,9 @@ def main() -> None:
     parser.add_argument("--graphs", type=int, default=60)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--evaluations", type=int, default=5000)
+    parser.add_argument(
+        "--zoo", action="store_true", help="the zoo's held-out models (suite zoo-held-out) instead"
+    )
     parser.add_argument("-o", "--output", type=Path, default=None)
     args = parser.parse_args()
     start = time.perf_counter()
@@ -236,8 +242,13 @@ def main() -> None:
     devices = int(config["policy"]["n_devices"])
     machine = Machine(devices)
     choice = choose(args.run)
-    test = Dataset.open(args.dataset, "test")
-    graphs = [test[i] for i in range(min(args.graphs, len(test)))]
+    if args.zoo:
+        graphs = SUITES["zoo-held-out"]()
+        source = "the zoo-held-out suite: models REGAL never trained on"
+    else:
+        test = Dataset.open(args.dataset, "test")
+        graphs = [test[i] for i in range(min(args.graphs, len(test)))]
+        source = f"the first of `{args.dataset}`'s test split"
     solvers = {
         "step0": make_solver("regal", policy=str(choice.step0_snapshot)),
         "best": make_solver("regal", policy=str(choice.best_snapshot)),
@@ -251,10 +262,12 @@ def main() -> None:
         flush=True,
     )
     values, seconds = solve_all(graphs, solvers, machine, objective, args.seeds, args.evaluations)
-    output = args.output or Path(f"docs/results/regal-campaign/test-{objective.value}")
+    kind = "zoo" if args.zoo else "test"
+    output = args.output or Path(f"docs/results/regal-campaign/{kind}-{objective.value}")
     report = {
         "run": str(args.run),
         "dataset": str(args.dataset),
+        "source": source,
         "objective": objective.value,
         "devices": devices,
         "graphs": len(graphs),
@@ -273,7 +286,7 @@ def main() -> None:
         "command": (
             f".venv/bin/python benchmarks/regal_campaign_test.py {args.run} --dataset "
             f"{args.dataset} --graphs {args.graphs} --seeds {args.seeds} --evaluations "
-            f"{args.evaluations} -o {output}"
+            f"{args.evaluations}{' --zoo' if args.zoo else ''} -o {output}"
         ),
     }
     output.mkdir(parents=True, exist_ok=True)
