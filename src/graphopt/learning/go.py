@@ -1,16 +1,16 @@
 """GO's multi-task policy as a solver (paper 002): placement, scheduling and fusion in one pass.
 
 The policy decides every op's device, scheduling level and (when the problem may fuse, `optimize
---fusion search`) fusion level; GO's decoder (`go_decoder`) turns them into a contract solution
-and the scorer scores it. The solver offers, one evaluation each: the partition hint (the
-placement fastest once fused, `GOEnv.step`) with critical-path order and every fusable op fused,
-then with the compiler's order and fusion (so it never returns worse than its start), the
-policy's most likely decisions (zero-shot), with `finetune` > 0 every sample of that many PPO steps on this
-graph alone and the most likely decisions again, then `samples` samples. The tracker keeps the
-best. Pinned ops keep their pins. A policy without a fusion head (mode without 'fu') on a problem
-that searches fusion is refused naming both; on a graph without fusion classes the fusion head
-has nothing to decide, and the solution says fusion was skipped. Without a `policy`, the shipped
-one (`graphopt/policies/go-makespan.pt`) is used.
+--fusion search`) fusion level; GO's decoder (`go_decoder`) turns them into a contract solution and
+the scorer scores it. The solver offers, one evaluation each: the partition hint (the placement
+fastest once fused, `GOEnv.step`) with critical-path order and every fusable op fused, then with
+the compiler's order and fusion (so it never returns worse than its start), the policy's most
+likely decisions (zero-shot), with `finetune` > 0 every sample of that many PPO steps on this graph
+alone and the most likely decisions again, then `samples` samples. The tracker keeps the best.
+Pinned ops keep their pins. A policy without a fusion head (mode without 'fu') on a problem that
+searches fusion is refused naming both; on a graph without fusion classes the fusion head has
+nothing to decide, and the solution says fusion was skipped. Without a `policy`, the shipped one
+(`graphopt/policies/go-makespan.pt`) is used.
 """
 
 from __future__ import annotations
