@@ -536,25 +536,40 @@ def run_training(
             workers.close()
 
 
-def _validate(
-    policy: GDPPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: TrainConfig
+def validate_offers(
+    graphs: Graphs,
+    ids: np.ndarray,
+    step: int,
+    config: Any,
+    most_likely_of: Callable[[PlacementTask], np.ndarray],
+    samples_of: Callable[[PlacementTask, int, torch.Generator], tuple[np.ndarray, torch.Tensor]],
 ) -> dict[str, float]:
-    """Mean over the validation graphs of the best reward among what the `gdp` solver offers.
+    """Mean over the validation graphs of the best reward among what the solver offers.
 
-    That is the most likely placement and `validation_samples` samples, drawn from a generator
-    seeded by the run's seed and the graph alone, so every step is judged alike.
+    That is the most likely actions and `validation_samples` samples, drawn from a generator
+    seeded by the run's seed and the graph alone, so every step is judged alike (GDP's and GO's
+    validation, each with its own actions).
     """
     rewards = []
     generator = torch.Generator()
     for index in ids.tolist():
         task = graphs.get("valid", index)
-        placements = most_likely(policy, task)[None]
+        actions = most_likely_of(task)[None]
         if config.validation_samples:
             generator.manual_seed(config.run.seed + index)
-            sampled, _ = sample(policy, task, config.validation_samples, generator)
-            placements = np.concatenate([placements, sampled])
-        rewards.append(float(task.env.step(placements).reward.max()))
+            sampled, _ = samples_of(task, config.validation_samples, generator)
+            actions = np.concatenate([actions, sampled])
+        rewards.append(float(task.env.score(actions).reward.max()))
     return {"step": step, "validation_reward": float(np.mean(rewards))}
+
+
+def _validate(
+    policy: GDPPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: TrainConfig
+) -> dict[str, float]:
+    """`validate_offers` with the `gdp` solver's offers: the most likely and sampled placements."""
+    return validate_offers(
+        graphs, ids, step, config, partial(most_likely, policy), partial(sample, policy)
+    )
 
 
 GDP_SYSTEM = System(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -40,6 +41,7 @@ from graphopt.learning.train_gdp import (
     System,
     TrainConfig,
     run_training,
+    validate_offers,
 )
 
 
@@ -202,22 +204,11 @@ class GOTrainer(GDPTrainer):
 def _validate(
     policy: GOPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: GOTrainConfig
 ) -> dict[str, float]:
-    """Mean over the validation graphs of the best reward the `go` solver's offers reach.
-
-    Those are the most likely decisions and `validation_samples` samples, seeded by the run's
-    seed and the graph, so that every step is judged alike.
-    """
-    rewards = []
-    generator = torch.Generator()
-    for index in ids.tolist():
-        task = graphs.get("valid", index)
-        actions = most_likely_actions(policy, task)[None]
-        if config.validation_samples:
-            generator.manual_seed(config.run.seed + index)
-            sampled, _ = sample_actions(policy, task, config.validation_samples, generator)
-            actions = np.concatenate([actions, sampled])
-        rewards.append(float(task.env.score(actions).reward.max()))
-    return {"step": step, "validation_reward": float(np.mean(rewards))}
+    """`validate_offers` with the `go` solver's offers: the most likely and sampled decisions."""
+    return validate_offers(
+        graphs, ids, step, config, partial(most_likely_actions, policy),
+        partial(sample_actions, policy),
+    )  # fmt: skip
 
 
 GO_SYSTEM = System(
