@@ -37,7 +37,7 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.arrays import GraphArrays
-from graphopt.ir.graph import Graph
+from graphopt.ir.graph import FUSION_CLASSES, Graph
 
 
 def op_step_memory(graph: Graph) -> np.ndarray:
@@ -139,14 +139,24 @@ def makespan_lower_bound(graph: Graph, machine: Machine) -> float:
     return max(graph.critical_path_length, graph.total_runtime / machine.n_devices)
 
 
+CONTRACTION = FUSION_CLASSES.index("contraction")
+
+
 def fused_makespan_lower_bound(graph: Graph, n_devices: int) -> float:
     """Seconds no schedule beats even with fusion groups (section 7), where the above may fail.
 
-    A group lasts at least its members' summed compute time and an op alone its runtime, so
-    every op costs at least min(runtime, compute time): paths and the work per device weighted
-    by that bound the makespan.
+    Every event lasts at least the summed weights of its ops, each op weighing the least it can
+    cost: its runtime when it runs alone, else (in a group) its compute time plus, for a
+    contraction, the group's launch, which a group pays once and holds at most one contraction
+    to share with. Paths and the work per device weighted so bound the makespan; without the
+    launch term tiny kernels, whose runtime is mostly launch, would give a bound far below any
+    schedule.
     """
-    least = np.minimum(graph.op_runtime, graph.op_compute_time)
+    if graph.kernel is None:  # nothing can fuse
+        return makespan_lower_bound(graph, Machine(n_devices))
+    classes = graph.op_fusion
+    grouped = graph.op_compute_time + (classes == CONTRACTION) * graph.kernel[1]
+    least = np.where(classes == 0, graph.op_runtime, np.minimum(graph.op_runtime, grouped))
     return max(graph.longest_path_length(least), float(least.sum()) / n_devices)
 
 
