@@ -52,9 +52,7 @@ def _contractions(n: int, launch: float | None) -> Graph:
     graph = graph.with_op_attrs([{"fusion": "contraction", "compute_time": 0.0}] * n)
     if launch is None:
         return graph
-    return graph.with_attrs(
-        kernel={"memory_bandwidth": 1e12, "launch_overhead": launch}
-    )
+    return graph.with_attrs(kernel={"memory_bandwidth": 1e12, "launch_overhead": launch})
 
 
 def test_the_bound_counts_a_launch_per_contraction() -> None:
