@@ -1,16 +1,20 @@
-"""Does GO's PPO learn? GO-one against its own untrained start at equal evaluations.
+"""Does GO's PPO learn? GO-one against its own untrained start running the same search.
 
     .venv/bin/python benchmarks/go_learning.py [--steps 20] [--seeds 2] [--devices 2,4]
-        [--models gpt2-tiny,wavenet-tiny,lstm-lm-tiny] [--prior STRENGTH]
+        [--models gpt2-tiny,wavenet-tiny,lstm-lm-tiny] [--explore 2] [--prior STRENGTH]
 
 GO-one (pl+sch+fu, an untrained network of the shipped config's shape trained on the graph
 alone for `steps` PPO steps of 32 samples, then 64 samples; fusion searched) against the same
-untrained network that only samples, as many decisions as GO-one evaluates: what PPO adds beyond
-drawing from its start. Per solve the gain is untrained makespan / trained makespan - 1; per
-(graph, devices) cell the mean over seeds; printed: the mean over cells with its 95 % CI and
-the cells better, equal and worse. Every solution is re-scored (`fusion_bench.checked_score`).
-`--prior` sets the three priors' strengths (hint, scheduling, fusion; shipped: 4): stronger
-priors sample fewer changes from the start, so samples explore around it as a local search does.
+untrained network running the same search without PPO's updates (`GOSolverConfig.learn`), so
+both make the same evaluations: what learning adds beyond the search. With `--explore K`
+(default 1, the solver's) both search around their incumbent, a sample changing about K
+decisions per task (`train_go.CentredGOTrainer`); `--explore none` samples the policy's own
+priors as GO's paper does, and the untrained start then only samples. Also printed: GO-one of
+the paper's kind (`explore` none) at the same evaluations, the method this one replaced.
+Per solve the gain is untrained makespan / trained makespan - 1; per (graph, devices) cell
+the mean over seeds; printed: the mean over cells with its 95 % CI and the cells better, equal
+and worse. Every solution is re-scored (`fusion_bench.checked_score`). `--prior` sets the
+three priors' strengths (hint, scheduling, fusion; shipped: 4) of the untrained network.
 """
 
 from __future__ import annotations
@@ -51,35 +55,53 @@ def main() -> None:
     parser.add_argument("--devices", default="2,4")
     parser.add_argument("--models", default="gpt2-tiny,wavenet-tiny,lstm-lm-tiny")
     parser.add_argument("--prior", type=float, default=None, help="priors' strength (shipped: 4)")
+    parser.add_argument("--explore", default="1", help="decisions a sample changes, or 'none'")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     policy = (
         template("pl+sch+fu", folder) if args.prior is None else untrained_start(folder, args.prior)
     )
+    explore = None if args.explore == "none" else float(args.explore)
     cells: dict[tuple[str, int], list[float]] = {}
+    paper: dict[tuple[str, int], list[float]] = {}
     for graph in zoo_training_graphs(args.models.split(",")):
         for devices in map(int, args.devices.split(",")):
             for seed in range(args.seeds):
-                trained, seconds = solve(
-                    graph, devices, go_solver(policy, args.steps, SAMPLES, True), seed
-                )
-                sampled = trained.evaluations - 3  # the start's two offers and the argmax
-                untrained, _ = solve(graph, devices, go_solver(policy, 0, sampled, True), seed)
+                runs = {}
+                for name, search, learn in (
+                    ("GO-one", explore, True),
+                    ("untrained", explore, False),
+                    ("paper GO-one", None, True),
+                ):
+                    solver = go_solver(policy, args.steps, SAMPLES, True, search, learn)
+                    runs[name] = solve(graph, devices, solver, seed)
+                trained, untrained = runs["GO-one"][0], runs["untrained"][0]
+                assert untrained.evaluations == trained.evaluations
                 gain = untrained.value / trained.value - 1
                 cells.setdefault((graph.name, devices), []).append(gain)
+                old = runs["paper GO-one"][0]
+                paper.setdefault((graph.name, devices), []).append(old.value / trained.value - 1)
                 print(
-                    f"{graph.name} d={devices} seed {seed}: GO-one {trained.value * 1e3:.4f} ms "
-                    f"({trained.evaluations} evaluations, {seconds:.0f} s), untrained "
-                    f"{untrained.value * 1e3:.4f} ms ({untrained.evaluations}): "
-                    f"{100 * gain:+.2f} %",
+                    f"{graph.name} d={devices} seed {seed}: "
+                    + ", ".join(
+                        f"{name} {result.value * 1e3:.4f} ms ({seconds:.0f} s)"
+                        for name, (result, seconds) in runs.items()
+                    )
+                    + f"; {trained.evaluations} evaluations each; learning {100 * gain:+.2f} %",
                     flush=True,
                 )
+    summary("GO-one against its untrained start, same search, equal evaluations", cells)
+    summary("GO-one against the paper's GO-one (own priors), equal evaluations", paper)
+
+
+def summary(title: str, cells: dict[tuple[str, int], list[float]]) -> None:
+    """Prints the mean gain over cells (each the mean over seeds) with its 95 % CI."""
     gains = 100 * np.array([np.mean(v) for v in cells.values()])
     mean, low, high = mean_with_ci(gains)
     print(
-        f"GO-one against its untrained start at equal evaluations: {mean:+.2f} % "
-        f"[{low:+.2f}, {high:+.2f}] over {len(gains)} cells; better {int((gains > 1e-9).sum())}, "
-        f"equal {int((abs(gains) <= 1e-9).sum())}, worse {int((gains < -1e-9).sum())}"
+        f"{title}: {mean:+.2f} % [{low:+.2f}, {high:+.2f}] over {len(gains)} cells; "
+        f"better {int((gains > 1e-9).sum())}, equal {int((abs(gains) <= 1e-9).sum())}, "
+        f"worse {int((gains < -1e-9).sum())}"
     )
 
 

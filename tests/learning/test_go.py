@@ -25,10 +25,13 @@ from graphopt.learning.placement_features import placement_features
 from graphopt.learning.runs import RunConfig, TrainingError
 from graphopt.learning.train_gdp import MachineConfig
 from graphopt.learning.train_go import (
+    CentredGOTrainer,
     GOGraphs,
     GOTrainConfig,
     GOTrainer,
+    act,
     most_likely_actions,
+    sample_actions,
     stage_behaviour,
     train,
 )
@@ -162,6 +165,63 @@ def test_ppo_raises_the_reward_of_all_three_tasks_on_a_toy_graph() -> None:
     assert np.mean(rewards[-5:]) > np.mean(rewards[:5]) + 0.05
 
 
+def test_a_centre_moves_the_priors_and_explore_sets_how_far_samples_stray() -> None:
+    torch.manual_seed(0)
+    placer = replace(PLACER, pipeline_prior=None, partition_prior=4.0)  # GO's shipped priors
+    policy = GOPolicy(GOConfig(placer=placer))
+    task = task_of(toy_graph(), hints=True)
+    fusable = task.env.fusable
+    n = fusable.size
+    rng = np.random.default_rng(0)
+    centre = np.stack([rng.integers(0, 2, n), rng.integers(0, 8, n), rng.integers(0, 8, n)])
+    policy.explore(2, n, int(fusable.sum()), 1.0)
+    generator = torch.Generator().manual_seed(0)
+    sampled, log_p = sample_actions(policy, task, 400, generator, centre=centre)
+    strays = sampled != centre[None]
+    per_task = [strays[:, 0].sum(-1), strays[:, 1].sum(-1), (strays[:, 2] & fusable).sum(-1)]
+    for count in per_task:  # about one change per task and sample, as asked
+        assert 0.5 < count.mean() < 2.0, [c.mean() for c in per_task]
+    behaviour = dict.fromkeys(TASKS, "sample")
+    again = act(policy, task, behaviour, actions=torch.from_numpy(sampled), centre=centre)
+    assert torch.allclose(again.log_p, log_p, atol=1e-5)
+    greedy = act(policy, task, dict.fromkeys(TASKS, "greedy"), centre=centre).actions[0].numpy()
+    assert (greedy == centre).all()
+    centre[2] = -1  # a row of -1 keeps the task's default pull: the fusing half
+    greedy = act(policy, task, dict.fromkeys(TASKS, "greedy"), centre=centre).actions[0].numpy()
+    assert (greedy[:2] == centre[:2]).all() and (greedy[2] >= 4).all()
+
+
+def test_the_centred_search_keeps_its_best_and_the_frozen_control_stays_untrained() -> None:
+    config = toy_config(steps=6)
+    graphs = GOGraphs({"train": [toy_graph()]}, MACHINE, True, 8, "default")
+    task = graphs.get("train", 0)
+    env = task.env
+    start = env.default_actions(task.hint.numpy()[None])[0]
+    reward = float(env.score(start).reward[0])
+    for learn in (True, False):
+        torch.manual_seed(0)
+        policy = GOPolicy(replace(config.policy, placer=replace(PLACER, partition_prior=4.0)))
+        trainer = CentredGOTrainer(
+            policy, graphs, np.arange(1), config, centre=start, reward=reward, explore=2.0,
+            learn=learn,
+        )  # fmt: skip
+        before = [p.detach().clone() for p in policy.parameters()]
+        best = [reward]
+        for step in range(config.run.steps):
+            trainer.step(step)
+            sampled = max(float(o.reward.max()) for _, _, o in trainer.sampled)
+            assert trainer.reward == max(best[-1], sampled)
+            assert float(env.score(trainer.centre).reward[0]) == trainer.reward
+            best.append(trainer.reward)
+        assert best[-1] > best[0]  # the search moved off its start
+        same = all(torch.equal(a, b) for a, b in zip(before, policy.parameters(), strict=True))
+        assert same != learn
+    two = GOGraphs({"train": [toy_graph(), toy_graph()]}, MACHINE, True, 8, "default")
+    with pytest.raises(TrainingError, match="one graph"):
+        CentredGOTrainer(policy, two, np.arange(2), config, centre=start, reward=reward,
+                         explore=2.0)  # fmt: skip
+
+
 def test_a_run_resumes_exactly_and_refuses_another_mode(tmp_path) -> None:
     path = tmp_path / "toy.json"
     write_graph(toy_graph(), path)
@@ -214,17 +274,23 @@ def test_the_solver_rescores_exactly_and_never_loses_to_its_start(go_policy, n_d
         assert result.value <= default.value * (1 + 1e-9)
 
 
-def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(go_policy) -> None:
+@pytest.mark.parametrize("explore", [None, 2.0])
+def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(go_policy, explore) -> None:
     graph = toy_graph()
     pins = np.full(graph.n_ops, -1)
     pins[:5] = 1
     problem = Problem(graph, MACHINE, Objective.MAKESPAN, pinned=pins, fusion=True)
-    solver = GO(GOSolverConfig(policy=go_policy, finetune=2, samples=4))
+    solver = GO(GOSolverConfig(policy=go_policy, finetune=2, samples=4, explore=explore))
     result = solver.solve(problem, Budget(evaluations=1000), seed=0)
     assert (result.solution.placement[:5] == 1).all()
     assert result.evaluations == 3 + 2 * 8 + 1 + 4  # start x2, argmax, 2 steps, argmax, samples
     again = solver.solve(problem, Budget(evaluations=1000), seed=0)
     assert again.value == result.value
+    control = GOSolverConfig(go_policy, 2, 4, explore=explore, learn=False)
+    frozen = GO(control).solve(problem, Budget(evaluations=1000), seed=0)
+    assert frozen.evaluations == result.evaluations
+    with pytest.raises(SolverError, match="explore must be in"):
+        GOSolverConfig(explore=0.0)
 
 
 def test_mismatched_requests_are_refused_naming_both(go_policy, tmp_path) -> None:
@@ -273,6 +339,8 @@ def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> Non
         rows[0]["go-one"] >= 1.0 and rows[0]["sa evaluations"] == 20 * rows[0]["go-one evaluations"]
     )
     assert "GO-one against SA" in " ".join(table3_summary(rows))
+    timed = run_table3(graphs, (2,), 1, 1, tmp_path, lambda *_: None, sa_time=True)
+    assert timed[0]["sa evaluations"] > 20 * timed[0]["go-one evaluations"]  # GO's time is PPO's
 
 
 def test_the_train_and_optimize_commands(go_policy, tmp_path) -> None:
@@ -326,3 +394,12 @@ def test_the_train_and_optimize_commands(go_policy, tmp_path) -> None:
     bad = CliRunner().invoke(app, [*command[:-6], "--policy", plsch, "--fusion", "search", "-o",
                                    str(out)])  # fmt: skip
     assert bad.exit_code == 2 and "without a fusion head" in bad.output
+
+
+def test_sa_time_is_a_table3_option(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from graphopt.cli import app
+
+    result = CliRunner().invoke(app, ["bench", "go-fig6", "--sa-time", "-o", str(tmp_path)])
+    assert result.exit_code == 2 and "--sa-time is a go-table3 option" in result.output

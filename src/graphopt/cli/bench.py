@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -167,6 +168,13 @@ def bench(
             "hint, heft, brkga, regal, hdp, gdp-one, gdp-zero-shot, gdp-finetune) [default: all]."
         ),
     ] = None,
+    sa_time: Annotated[
+        bool,
+        typer.Option(
+            "--sa-time",
+            help="go-table3: SA gets 20x GO-one's wall time (GO's condition), not its evaluations.",
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Compare solvers on a suite with the papers' metrics; write markdown, CSV and plots.
@@ -186,7 +194,7 @@ def bench(
         _bench_gdp_fig5(models, devices, seeds, steps, output_dir, as_json)
         return
     if suite in GO_SUITES:
-        _bench_go(suite, models, devices, seeds, steps, output_dir, as_json)
+        _bench_go(suite, models, devices, seeds, steps, sa_time, output_dir, as_json)
         return
     if suite == GDP_SUITE:
         _bench_gdp(
@@ -351,6 +359,7 @@ def _bench_go(
     devices: int | None,
     seeds: int | None,
     steps: int | None,
+    sa_time: bool,
     output_dir: Path,
     as_json: bool,
 ) -> None:
@@ -365,6 +374,10 @@ def _bench_go(
         steps=defaults.steps if steps is None else steps,
         seeds=1 if seeds is None else seeds,
     )
+    if sa_time:
+        if not isinstance(settings, GOTable3Bench):
+            raise GraphoptError("--sa-time is a go-table3 option")
+        settings = dataclasses.replace(settings, sa_time=True)
     _run_suite(suite, settings, output_dir, as_json)
 
 

@@ -187,17 +187,18 @@ class GDP(Solver):
 
 
 def fine_tune(
-    trainer: type[GDPTrainer],
+    trainer: Callable[..., GDPTrainer],
     policy: torch.nn.Module,
     graphs: Graphs,
     trained: Any,
     steps: int,
     rng: np.random.Generator,
     offer: Callable[[np.ndarray], None],
-) -> None:
+) -> GDPTrainer:
     """`steps` PPO steps on the graph alone with the checkpoint's settings, offering each sample.
 
-    GDP's fine-tuning ("in under 50 steps", paper 003) and GO's, seeded by the solve.
+    GDP's fine-tuning ("in under 50 steps", paper 003) and GO's, seeded by the solve; `trainer`
+    makes the trainer from (policy, graphs, train ids, config), which is returned.
     """
     run = replace(trained.run, steps=steps, seed=int(rng.integers(2**62)))
     tuner = trainer(policy, graphs, np.zeros(1, dtype=np.int64),
@@ -206,6 +207,7 @@ def fine_tune(
         tuner.step(step)
         for _, sampled, _ in tuner.sampled:
             offer(sampled)
+    return tuner
 
 
 def offer_scheduled(

@@ -15,9 +15,9 @@ nothing to decide, and the solution says fusion was skipped. Without a `policy`,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 import torch
@@ -29,6 +29,7 @@ from graphopt.learning.networks.go import Behaviour, GOPolicy
 from graphopt.learning.networks.go_config import MODES, TASKS, GOConfig
 from graphopt.learning.train_go import (
     GO_SYSTEM,
+    CentredGOTrainer,
     GOGraphs,
     GOTrainConfig,
     GOTrainer,
@@ -47,15 +48,24 @@ class GOSolverConfig(GDPSolverConfig):
         mode: the mode the caller expects the checkpoint to have (None: whatever it has).
         compiler_fusion: on a problem that fuses, let a policy without a fusion head keep the
             compiler's default fusion (GO fig. 6's modes without 'fu') instead of refusing.
+        explore: with `finetune`, search locally (`train_go.CentredGOTrainer`): sample around
+            the best decisions so far, changing about this many decisions per task. None: sample
+            the policy's own priors, as GO's paper does.
+        learn: take PPO's updates while fine-tuning; False runs the same search on the
+            unchanging network (the control for what learning adds).
     """
 
     mode: str | None = None
     compiler_fusion: bool = False
+    explore: float | None = 1.0
+    learn: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.mode is not None and self.mode not in MODES:
             raise SolverError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.explore is not None and not 0 < self.explore <= 1e6:
+            raise SolverError(f"explore must be in (0, 1e6] decisions, got {self.explore}")
 
 
 @cache
@@ -153,14 +163,32 @@ class GO(GDP):
         offer(start)  # the hint (or the expert placement), critical path, fuse what may
         start[:, 1:] = -1
         offer(start)  # the same placement with the compiler's order and fusion
-        offer(most_likely_actions(policy, task)[None])
+        likely = most_likely_actions(policy, task)
+        offer(likely[None])
         behaviour: dict[str, Behaviour] = dict.fromkeys(decides, "sample")
+        centre = None
         if self.config.finetune:
-            fine_tune(GOTrainer, policy, graphs, trained, self.config.finetune, rng, offer)
+            trainer: Callable[..., GOTrainer] = GOTrainer
+            if self.config.explore is not None:
+                candidates = np.concatenate([env.default_actions(placement[None]), likely[None]])
+                for slot, task_name in enumerate(TASKS):
+                    if task_name not in decides:
+                        candidates[:, slot] = -1
+                rewards = env.score(candidates).reward
+                first = int(np.argmax(rewards))
+                trainer = partial(
+                    CentredGOTrainer, centre=candidates[first], reward=float(rewards[first]),
+                    explore=self.config.explore, learn=self.config.learn,
+                )  # fmt: skip
+            tuner = fine_tune(trainer, policy, graphs, trained, self.config.finetune, rng, offer)
+            assert isinstance(tuner, GOTrainer)
+            centre = tuner.centre
             offer(most_likely_actions(policy, task)[None])
         if self.config.samples:
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
-            sampled, _ = sample_actions(policy, task, self.config.samples, generator, behaviour)
+            sampled, _ = sample_actions(
+                policy, task, self.config.samples, generator, behaviour, centre
+            )
             offer(sampled)
 
 

@@ -300,6 +300,10 @@ class ScoringEnv:
         return self.graphs.env(split, index).score(placements)
 
 
+Rollout = tuple[PlacementTask, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""One graph's samples in a step: task, actions, their old log-probs, advantages, rewards."""
+
+
 class GDPTrainer:
     """PPO steps on training graphs (GDP-one, GDP-batch), seeded by (seed, step).
 
@@ -330,6 +334,11 @@ class GDPTrainer:
 
     def step(self, step: int) -> dict[str, float]:
         """PPO's updates on placements of `graphs_per_step` training graphs; the log row."""
+        rng, rollouts = self.roll_out(step)
+        return self.update(step, rng, rollouts)
+
+    def roll_out(self, step: int) -> tuple[np.random.Generator, list[Rollout]]:
+        """Step `step`'s samples of its graphs, scored (kept in `sampled`), and the step's rng."""
         config, ppo = self.config, self.config.ppo
         rng = np.random.default_rng([config.run.seed, step])
         generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
@@ -355,6 +364,13 @@ class GDPTrainer:
             advantages = trajectory_advantages(reward, ppo.normalize_advantages)
             actions = torch.from_numpy(placements).long()
             rollouts.append((task, actions, old_log_p, advantages, reward))
+        return rng, rollouts
+
+    def update(
+        self, step: int, rng: np.random.Generator, rollouts: list[Rollout]
+    ) -> dict[str, float]:
+        """PPO's clipped updates on a step's rollouts; the log row."""
+        config, ppo = self.config, self.config.ppo
         progress = step / config.run.steps
         entropy_weight = ppo.entropy_weight_at(progress)
         rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)

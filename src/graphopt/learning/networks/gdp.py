@@ -150,5 +150,10 @@ def learned_strength(initial: float | None) -> nn.Parameter | None:
     """A learned strength kept > 0 as softplus(raw), starting at `initial`; None: no prior."""
     if initial is None:
         return None
-    value = torch.tensor(float(initial), dtype=torch.float64)
-    return nn.Parameter((value + torch.log(-torch.expm1(-value))).float())  # softplus^-1, stable
+    return nn.Parameter(raw_strength(initial))
+
+
+def raw_strength(value: float) -> Tensor:
+    """softplus^-1(value) (> 0), computed stably: the raw parameter of a strength `value`."""
+    exact = torch.tensor(float(value), dtype=torch.float64)
+    return (exact + torch.log(-torch.expm1(-exact))).float()

@@ -13,10 +13,13 @@ one forward pass of the trunk, then one of each task layer per batch of samples.
 Two learned priors give an untrained network the compiler's defaults: the scheduling levels
 are pulled toward the middle level (all ops tie, so the ready queues follow the critical path)
 and the fusion levels toward the upper half (the priority decoder fuses every legal pair).
+A search may centre the priors on its incumbent's decisions instead (`act`'s `centre`), so that
+samples are the incumbent with a few decisions changed (`train_go.CentredGOTrainer`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -26,7 +29,13 @@ from torch import Tensor, nn
 
 from graphopt.learning.batching import GraphBatch
 from graphopt.learning.encoders.mlp import mlp
-from graphopt.learning.networks.gdp import GDPPolicy, SegmentLayer, learned_strength, segmented
+from graphopt.learning.networks.gdp import (
+    GDPPolicy,
+    SegmentLayer,
+    learned_strength,
+    raw_strength,
+    segmented,
+)
 from graphopt.learning.networks.go_config import TASKS, GOConfig
 
 Behaviour = Literal["sample", "greedy"]
@@ -93,6 +102,7 @@ class GOPolicy(GDPPolicy):
         generator: torch.Generator | None = None,
         actions: Tensor | None = None,
         fusable: Tensor | None = None,
+        centre: Tensor | None = None,
     ) -> Acted:
         """Decides the tasks of `behaviour` for one graph; the others stay -1.
 
@@ -107,6 +117,9 @@ class GOPolicy(GDPPolicy):
                 drawing, and the log-probabilities carry gradients.
             fusable: [n] bool, ops whose fusion level matters (fusion class and kernel); the
                 fusion task's log-probability and entropy count only there. None: every op.
+            centre: [3, n] decisions the priors pull toward instead of the defaults (the
+                hint, the middle scheduling level, the fusing half): a search's incumbent, so
+                that samples explore around it. A task's row of -1 keeps its default pull.
         """
         if batch.ptr.shape[0] != 2:
             raise ValueError("GO's policy decides one graph at a time")
@@ -130,8 +143,9 @@ class GOPolicy(GDPPolicy):
             h[..., order, :] = segmented(
                 self.task_layers[task], x[..., order, :], condition[0], self.config.segment
             )
-            logits = self._logits(task, h, batch, n_devices, hint)
             slot = TASKS.index(task)
+            pull = None if centre is None or bool((centre[slot] < 0).any()) else centre[slot]
+            logits = self._logits(task, h, batch, n_devices, hint, pull)
             if actions is not None:
                 a = actions[:, slot]
             elif behaviour[task] == "greedy":
@@ -158,18 +172,53 @@ class GOPolicy(GDPPolicy):
                 extra = embedded if extra is None else extra + embedded
         return Acted(chosen, log_p, entropy)
 
+    def explore(self, n_devices: int, n_ops: int, n_fusable: int, changes: float) -> None:
+        """Sets the priors' strengths so that a sample changes about `changes` decisions per task.
+
+        A prior of strength b over K choices leaves its centre with probability
+        (K - 1) / (e^b + K - 1) while the head's own logits are small, so b = log((K - 1)
+        (m / changes - 1)) over a task's m decided ops; at least 0.1 (a task with few ops
+        samples nearly uniformly). Local search needs this scale: GO's shipped priors change
+        tens of decisions per sample on a few hundred ops.
+        """
+        counts = {
+            "placement": (self.hint_strength, n_devices, n_ops),
+            "scheduling": (self.schedule_strength, self.go.levels, n_ops),
+            "fusion": (self.fusion_strength, self.go.levels, n_fusable),
+        }
+        with torch.no_grad():
+            for task in self.go.tasks:
+                strength, choices, ops = counts[task]
+                if strength is None or choices < 2 or ops == 0:
+                    continue
+                target = math.log((choices - 1) * max(ops / changes - 1, 1e-9))
+                strength.copy_(raw_strength(max(target, 0.1)))
+
     def _logits(
-        self, task: str, h: Tensor, batch: GraphBatch, n_devices: int, hint: Tensor | None
+        self,
+        task: str,
+        h: Tensor,
+        batch: GraphBatch,
+        n_devices: int,
+        hint: Tensor | None,
+        centre: Tensor | None = None,
     ) -> Tensor:
-        """[..., n, K] one task's logits from its layer's states, with its prior."""
+        """[..., n, K] one task's logits from its layer's states, with its prior.
+
+        The prior pulls toward `centre` ([n] actions) when given, else the task's default.
+        """
         if task == "placement":
-            return self.placement_logits(self.head(h), batch, n_devices, hint)
+            pulled_to = hint if centre is None or hint is None else centre
+            return self.placement_logits(self.head(h), batch, n_devices, pulled_to)
         logits = self.level_heads[task](h)
+        strength = self.schedule_strength if task == "scheduling" else self.fusion_strength
+        if strength is None:
+            return logits
         levels = torch.arange(self.go.levels)
-        if task == "scheduling" and self.schedule_strength is not None:
-            pulled = (levels == self.go.levels // 2).to(logits.dtype)
-            logits = logits + nn.functional.softplus(self.schedule_strength) * pulled
-        if task == "fusion" and self.fusion_strength is not None:
-            pulled = (levels >= self.go.levels // 2).to(logits.dtype)
-            logits = logits + nn.functional.softplus(self.fusion_strength) * pulled
-        return logits
+        if centre is not None:
+            pulled = nn.functional.one_hot(centre.long(), self.go.levels)
+        elif task == "scheduling":
+            pulled = levels == self.go.levels // 2
+        else:
+            pulled = levels >= self.go.levels // 2
+        return logits + nn.functional.softplus(strength) * pulled.to(logits.dtype)
