@@ -13,6 +13,7 @@ from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
+from graphopt.ir.solution import Solution
 from graphopt.learning.batching import make_batch
 from graphopt.learning.envs.go import GOEnv
 from graphopt.learning.go import GO, GOSolverConfig
@@ -324,6 +325,7 @@ def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> Non
         fig6_summary,
         run_fig6,
         run_table3,
+        sa_evaluations,
         table3_summary,
     )
 
@@ -334,13 +336,16 @@ def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> Non
     lines = fig6_summary(rows, modes)
     assert any("against pl:" in line for line in lines)
     assert any("held-out lstm-lm-tiny" in line for line in lines)
+    assert any("fused lower bound" in line for line in lines)
+    assert 0 < rows[0]["bound"] <= rows[0]["pl+sch+fu"]
     rows = run_table3(graphs, (2,), 1, 1, tmp_path, lambda *_: None)
     assert (
         rows[0]["go-one"] >= 1.0 and rows[0]["sa evaluations"] == 20 * rows[0]["go-one evaluations"]
     )
     assert "GO-one against SA" in " ".join(table3_summary(rows))
-    timed = run_table3(graphs, (2,), 1, 1, tmp_path, lambda *_: None, sa_time=True)
-    assert timed[0]["sa evaluations"] > 20 * timed[0]["go-one evaluations"]  # GO's time is PPO's
+    graph, base = graphs[0], Solution(np.zeros(graphs[0].n_ops), graphs[0].topological_order, 2)
+    assert sa_evaluations(graph, 2, base, 100, None, 0) == 100
+    assert sa_evaluations(graph, 2, base, 100, 2.0, 0) > 100  # SA scores far more than 50 per s
 
 
 def test_the_train_and_optimize_commands(go_policy, tmp_path) -> None:
