@@ -32,12 +32,23 @@ def _same_score(graph: Graph, machine: Machine, solution: Solution) -> None:
     assert fast.speedup == reference.speedup
 
 
-@settings(max_examples=6000, deadline=None)
-@given(fused_problems())
-def test_fast_equals_reference_on_legal_groups(problem) -> None:
+def _legal_groups_agree(problem: tuple[Graph, Machine, Solution]) -> None:
     graph, machine, solution = problem
     event(f"groups: {min(solution.n_groups, 3)}{'+' if solution.n_groups > 3 else ''}")
     _same_score(graph, machine, solution)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(fused_problems())
+def test_fast_equals_reference_on_legal_groups(problem) -> None:
+    _legal_groups_agree(problem)
+
+
+@pytest.mark.slow
+@settings(max_examples=6000, deadline=None)
+@given(fused_problems())
+def test_fast_equals_reference_on_6000_legal_cases(problem) -> None:
+    _legal_groups_agree(problem)
 
 
 def _break(graph: Graph, solution: Solution, rng: np.random.Generator, how: str) -> Solution:
@@ -67,13 +78,23 @@ def _break(graph: Graph, solution: Solution, rng: np.random.Generator, how: str)
     return replace(solution, placement=placement, order=order, fusion=fusion)
 
 
-@settings(max_examples=6000, deadline=None)
-@given(
-    fused_problems(),
-    st.sampled_from(["join", "merge", "ids", "move", "swap", "drop", "transfer"]),
-    st.integers(0, 2**32 - 1),
-)
+BREAKS = st.sampled_from(["join", "merge", "ids", "move", "swap", "drop", "transfer"])
+
+
+@settings(max_examples=1500, deadline=None)
+@given(fused_problems(), BREAKS, st.integers(0, 2**32 - 1))
 def test_fast_and_reference_report_the_same_first_violation(problem, how, seed) -> None:
+    _first_violations_agree(problem, how, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=6000, deadline=None)
+@given(fused_problems(), BREAKS, st.integers(0, 2**32 - 1))
+def test_the_same_first_violation_on_6000_broken_cases(problem, how, seed) -> None:
+    _first_violations_agree(problem, how, seed)
+
+
+def _first_violations_agree(problem: tuple[Graph, Machine, Solution], how: str, seed: int) -> None:
     graph, machine, solution = problem
     broken = _break(graph, solution, np.random.default_rng(seed), how)
     _, _, status = Scorer(graph, machine).evaluate(broken.placement, broken.order, broken.fusion)
