@@ -1,7 +1,7 @@
 """Does GO's PPO learn? GO-one against its own untrained start running the same search.
 
     .venv/bin/python benchmarks/go_learning.py [--steps 20] [--seeds 2] [--devices 2,4]
-        [--models gpt2-tiny,wavenet-tiny,lstm-lm-tiny] [--explore 2] [--prior STRENGTH]
+        [--models gpt2-tiny,wavenet-tiny,lstm-lm-tiny] [--explore 1] [--prior STRENGTH] [--no-paper]
 
 GO-one (pl+sch+fu, an untrained network of the shipped config's shape trained on the graph
 alone for `steps` PPO steps of 32 samples, then 64 samples; fusion searched) against the same
@@ -48,6 +48,10 @@ def untrained_start(folder: Path, prior: float) -> str:
     return str(path)
 
 
+PAPER = ("paper GO-one", None, True)
+"""GO-one as paper 002 runs it: PPO sampling the policy's own priors (`explore` None)."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)
@@ -56,6 +60,7 @@ def main() -> None:
     parser.add_argument("--models", default="gpt2-tiny,wavenet-tiny,lstm-lm-tiny")
     parser.add_argument("--prior", type=float, default=None, help="priors' strength (shipped: 4)")
     parser.add_argument("--explore", default="1", help="decisions a sample changes, or 'none'")
+    parser.add_argument("--no-paper", action="store_true", help="skip the paper's GO-one")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp())
     policy = (
@@ -68,19 +73,17 @@ def main() -> None:
         for devices in map(int, args.devices.split(",")):
             for seed in range(args.seeds):
                 runs = {}
-                for name, search, learn in (
-                    ("GO-one", explore, True),
-                    ("untrained", explore, False),
-                    ("paper GO-one", None, True),
-                ):
+                kinds = [("GO-one", explore, True), ("untrained", explore, False)]
+                for name, search, learn in kinds + ([] if args.no_paper else [PAPER]):
                     solver = go_solver(policy, args.steps, SAMPLES, True, search, learn)
                     runs[name] = solve(graph, devices, solver, seed)
                 trained, untrained = runs["GO-one"][0], runs["untrained"][0]
                 assert untrained.evaluations == trained.evaluations
                 gain = untrained.value / trained.value - 1
                 cells.setdefault((graph.name, devices), []).append(gain)
-                old = runs["paper GO-one"][0]
-                paper.setdefault((graph.name, devices), []).append(old.value / trained.value - 1)
+                if not args.no_paper:
+                    old = runs[PAPER[0]][0].value
+                    paper.setdefault((graph.name, devices), []).append(old / trained.value - 1)
                 print(
                     f"{graph.name} d={devices} seed {seed}: "
                     + ", ".join(
@@ -91,7 +94,8 @@ def main() -> None:
                     flush=True,
                 )
     summary("GO-one against its untrained start, same search, equal evaluations", cells)
-    summary("GO-one against the paper's GO-one (own priors), equal evaluations", paper)
+    if paper:
+        summary("GO-one against the paper's GO-one (own priors), equal evaluations", paper)
 
 
 def summary(title: str, cells: dict[tuple[str, int], list[float]]) -> None:

@@ -300,3 +300,17 @@ def test_bench_gdp_scale() -> None:
     result = run_script("bench_gdp_scale.py", "--model", "wavenet-tiny", "--devices", "4")
     assert "wavenet-tiny.training: 237 ops on 4 devices" in result.stdout
     assert "peak resident memory" in result.stdout
+
+
+def test_go_learning() -> None:
+    args = ("--steps", "1", "--seeds", "1", "--devices", "2", "--models", "lstm-lm-tiny")
+    result = run_script("go_learning.py", *args, "--no-paper")
+    assert "lstm-lm-tiny.training d=2 seed 0: GO-one" in result.stdout
+    assert "GO-one against its untrained start, same search, equal evaluations" in result.stdout
+
+
+def test_go_proposals() -> None:
+    args = ("--steps", "2", "--seeds", "1", "--devices", "2", "--models", "lstm-lm-tiny")
+    result = run_script("go_proposals.py", *args)
+    assert "learned median gap" in result.stdout and "frozen median gap" in result.stdout
+    assert "learned minus frozen" in result.stdout

@@ -263,7 +263,8 @@ class CentredGOTrainer(GOTrainer):
         for _, actions, outcome in self.sampled:
             best = int(np.argmax(outcome.reward))
             if outcome.reward[best] > self.reward:
-                self.centre, self.reward = actions[best].astype(np.int64), outcome.reward[best]
+                self.centre = actions[best].astype(np.int64)
+                self.reward = float(outcome.reward[best])
         return row
 
 
