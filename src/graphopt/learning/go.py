@@ -144,12 +144,17 @@ class GO(GDP):
                 "'fusion') with a 'kernel'; placement and scheduling decided"
             )
 
-        def offer(actions: np.ndarray) -> None:
-            """Offers actions [S, 3, n] (undecided tasks -1, pins applied), as many as fit."""
-            actions = np.array(actions)[: tracker.remaining]
+        def undecided(actions: np.ndarray) -> np.ndarray:
+            """A copy of actions [S, 3, n] with the tasks this solve does not decide at -1."""
+            actions = np.array(actions)
             for slot, task_name in enumerate(TASKS):
                 if task_name not in decides:
                     actions[:, slot] = -1
+            return actions
+
+        def offer(actions: np.ndarray) -> None:
+            """Offers actions [S, 3, n] (undecided tasks -1, pins applied), as many as fit."""
+            actions = undecided(actions[: tracker.remaining])
             if actions.size and actions[0, 0, 0] < 0:
                 actions[:, 0] = env.fixed_placement
             if problem.pinned is not None:
@@ -159,10 +164,11 @@ class GO(GDP):
                 offer_decoded(problem, tracker, env.decode(actions), fusing)
 
         placement = env.fixed_placement if task.hint is None else task.hint.numpy()
-        start = env.default_actions(placement[None])
+        start = undecided(env.default_actions(placement[None]))
         offer(start)  # the hint (or the expert placement), critical path, fuse what may
-        start[:, 1:] = -1
-        offer(start)  # the same placement with the compiler's order and fusion
+        compiler = start.copy()
+        compiler[:, 1:] = -1
+        offer(compiler)  # the same placement with the compiler's order and fusion
         likely = most_likely_actions(policy, task)
         offer(likely[None])
         behaviour: dict[str, Behaviour] = dict.fromkeys(decides, "sample")
@@ -170,10 +176,7 @@ class GO(GDP):
         if self.config.finetune:
             trainer: Callable[..., GOTrainer] = GOTrainer
             if self.config.explore is not None:
-                candidates = np.concatenate([env.default_actions(placement[None]), likely[None]])
-                for slot, task_name in enumerate(TASKS):
-                    if task_name not in decides:
-                        candidates[:, slot] = -1
+                candidates = undecided(np.concatenate([start, likely[None]]))
                 rewards = env.score(candidates).reward
                 first = int(np.argmax(rewards))
                 trainer = partial(

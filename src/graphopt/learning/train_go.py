@@ -38,6 +38,7 @@ from graphopt.learning.train_gdp import (
     Graphs,
     GraphSource,
     PlacementTask,
+    Rollout,
     System,
     TrainConfig,
     run_training,
@@ -255,11 +256,15 @@ class CentredGOTrainer(GOTrainer):
         self.reward = reward
         self.learn = learn
 
+    def update(
+        self, step: int, rng: np.random.Generator, rollouts: list[Rollout]
+    ) -> dict[str, float]:
+        """PPO's updates when learning; the frozen control leaves the network as it is."""
+        return super().update(step, rng, rollouts) if self.learn else {"step": step + 1}
+
     def step(self, step: int) -> dict[str, float]:
-        """A step's samples around the incumbent, PPO's updates (when learning), then the move."""
-        self.behaviour = stage_behaviour(self.policy.go, step, self.config.run.steps)
-        rng, rollouts = self.roll_out(step)
-        row = self.update(step, rng, rollouts) if self.learn else {"step": step + 1}
+        """A step's samples around the incumbent and its updates, then the incumbent's move."""
+        row = super().step(step)
         for _, actions, outcome in self.sampled:
             best = int(np.argmax(outcome.reward))
             if outcome.reward[best] > self.reward:
