@@ -309,6 +309,18 @@ def test_go_learning() -> None:
     assert "GO-one against its untrained start, same search, equal evaluations" in result.stdout
 
 
+def test_go_modes() -> None:
+    args = ("--steps", "1", "--seeds", "1", "--devices", "2", "--models", "lstm-lm-tiny")
+    result = run_script("go_modes.py", *args)
+    assert "lstm-lm-tiny.training d=2 seed 0: pl+sch+fu" in result.stdout
+    assert "pl+sch+fu against pl|sch|fu, per solve" in result.stdout
+    refused = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "go_modes.py"), "--modes", "pl+sch+fu,pl+xx"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--modes" in refused.stderr
+
+
 def test_go_proposals() -> None:
     args = ("--steps", "2", "--seeds", "1", "--devices", "2", "--models", "lstm-lm-tiny")
     result = run_script("go_proposals.py", *args)
