@@ -28,7 +28,7 @@ import numpy as np
 
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.go_bench import SAMPLES, go_solver, solve, template
-from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.metrics import gain_line
 from graphopt.learning.networks.go import GOPolicy
 from graphopt.learning.runs import RunState
 from graphopt.learning.train_gdp import save_policy
@@ -100,13 +100,7 @@ def main() -> None:
 
 def summary(title: str, cells: dict[tuple[str, int], list[float]]) -> None:
     """Prints the mean gain over cells (each the mean over seeds) with its 95 % CI."""
-    gains = 100 * np.array([np.mean(v) for v in cells.values()])
-    mean, low, high = mean_with_ci(gains)
-    print(
-        f"{title}: {mean:+.2f} % [{low:+.2f}, {high:+.2f}] over {len(gains)} cells; "
-        f"better {int((gains > 1e-9).sum())}, equal {int((abs(gains) <= 1e-9).sum())}, "
-        f"worse {int((gains < -1e-9).sum())}"
-    )
+    print(f"{title}: {gain_line(100 * np.array([np.mean(v) for v in cells.values()]))}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import numpy as np
 
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.go_bench import FIG6_MODELS, SAMPLES, go_solver, solve, template
-from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.metrics import gain_line
 from graphopt.learning.networks.go_config import MODES
 
 
@@ -67,19 +67,10 @@ def main() -> None:
         cells = gains[mode]
         for (name, devices), values in cells.items():
             print(f"{first} against {mode}, {name} d={devices}: {100 * np.mean(values):+.2f} %")
-        summary(f"{first} against {mode}, per cell", [np.mean(v) for v in cells.values()])
-        summary(f"{first} against {mode}, per solve", [g for v in cells.values() for g in v])
-
-
-def summary(title: str, values: list[float]) -> None:
-    """Prints the mean gain (%) with its 95 % CI and the counts better, equal and worse."""
-    gains = 100 * np.array(values)
-    mean, low, high = mean_with_ci(gains)
-    print(
-        f"{title}: {mean:+.2f} % [{low:+.2f}, {high:+.2f}] over {len(gains)}; "
-        f"better {int((gains > 1e-9).sum())}, equal {int((abs(gains) <= 1e-9).sum())}, "
-        f"worse {int((gains < -1e-9).sum())}"
-    )
+        per_cell = 100 * np.array([np.mean(v) for v in cells.values()])
+        per_solve = 100 * np.array([g for v in cells.values() for g in v])
+        print(f"{first} against {mode}, per cell: {gain_line(per_cell)}")
+        print(f"{first} against {mode}, per solve: {gain_line(per_solve)}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
 from graphopt.datasets import Dataset, DatasetConfig, build_dataset
 from graphopt.evaluation.bench import budget_curve, run_bench, write_reports
-from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.metrics import gain_line, mean_with_ci
 from graphopt.evaluation.suites import ZOO_HELD_OUT, load_suite, report_name
 from graphopt.ir.generators import generate
 from graphopt.solvers.base import Objective, SolverError
@@ -115,6 +115,16 @@ def test_mean_with_ci_uses_t_below_30_values_and_normal_from_30() -> None:
     mean, low, high = mean_with_ci([7.0])
     assert mean == 7.0 and math.isnan(low) and math.isnan(high)
     assert all(math.isnan(x) for x in mean_with_ci([]))
+
+
+def test_gain_line_prints_the_mean_its_ci_and_the_items_on_each_side() -> None:
+    half = 2.776 * math.sqrt(2.5) / math.sqrt(5)
+    assert gain_line([-1.0, 0.0, 1.0, 2.0, 3.0]) == (
+        f"+1.00 % [{1 - half:+.2f}, {1 + half:+.2f}] over 5; better 3, equal 1, worse 1"
+    )
+    assert gain_line([0.5, 0.5], digits=1, unit="", tie=0.6) == (
+        "+0.5 [+0.5, +0.5] over 2; better 0, equal 2, worse 0"
+    )
 
 
 # ----------------------------------------------------------------------------- budget curve

@@ -93,3 +93,18 @@ def mean_with_ci(values: np.ndarray) -> tuple[float, float, float]:
     quantile = _T_975[values.size - 2] if values.size < 30 else 1.96
     half = quantile * float(np.std(values, ddof=1)) / np.sqrt(values.size)
     return mean, mean - half, mean + half
+
+
+def gain_line(gains: np.ndarray, digits: int = 2, unit: str = " %", tie: float = 1e-9) -> str:
+    """'mean [low, high] over n; better b, equal e, worse w' of per-item gains (> 0: better).
+
+    The one line the learning benchmarks print for a paired comparison, so the mean never
+    appears without its 95 % CI (`mean_with_ci`) and the count of items on each side.
+    """
+    gains = np.asarray(gains, float)
+    mean, low, high = mean_with_ci(gains)
+    better, equal = int((gains > tie).sum()), int((np.abs(gains) <= tie).sum())
+    return (
+        f"{mean:+.{digits}f}{unit} [{low:+.{digits}f}, {high:+.{digits}f}] over {gains.size}; "
+        f"better {better}, equal {equal}, worse {gains.size - better - equal}"
+    )
