@@ -37,14 +37,25 @@ def test_zero_shot_placements_on_any_device_count_are_valid_and_exact(policy, n_
     assert again.value == result.value
 
 
-def test_fine_tuning_spends_its_samples_and_keeps_pins(policy) -> None:
+def test_fine_tuning_spends_its_samples_and_keeps_pins(policy, monkeypatch) -> None:
     graph = generate("layered", 50, seed=7)
     machine = Machine(n_devices=2, latency=0.05, bandwidth=3e5)
     pins = np.full(graph.n_ops, -1)
     pins[[0, 5]] = 1
     problem = Problem(graph, machine, "makespan", pins)
+    scored: list[np.ndarray] = []
+    schedules = PlacementEnv.schedules
+
+    def spy(env, placements):
+        scored.append(np.array(placements))
+        return schedules(env, placements)
+
+    monkeypatch.setattr(PlacementEnv, "schedules", spy)
     solver = GDP(GDPSolverConfig(policy=policy, finetune=3, samples=10))
     result = solver.solve(problem, Budget(evaluations=1000), seed=1)
+    # PPO's rewards are of placements the problem allows, not only the offers
+    assert sum(map(len, scored)) > result.evaluations
+    assert all((placements[:, [0, 5]] == 1).all() for placements in scored)
     # zero-shot 1, 3 steps of 8 samples (the checkpoint's), then the most likely and 10 samples
     assert result.evaluations == 1 + 3 * 8 + 1 + 10
     assert (result.solution.placement[[0, 5]] == 1).all()
@@ -103,7 +114,7 @@ def test_offers_are_scheduled_as_the_policys_environment_schedules() -> None:
     for schedulers in (("ready-queue",), ("timeline",), ("ready-queue", "timeline")):
         env = PlacementEnv(graph, machine, schedulers=schedulers)
         tracker = Tracker(problem, Budget(evaluations=10))
-        offer_scheduled(problem, tracker, env, placements)
+        offer_scheduled(tracker, env, placements)
         assert tracker.evaluations == 6
         best = int(np.argmin(env.step(placements).makespan))
         assert tracker.best_key == (0, env.step(placements[best]).makespan[0])

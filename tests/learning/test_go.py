@@ -15,6 +15,7 @@ from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
 from graphopt.ir.solution import Solution
 from graphopt.learning.batching import make_batch
+from graphopt.learning.envs import go as envs_go
 from graphopt.learning.envs.go import GOEnv
 from graphopt.learning.go import GO, GOSolverConfig
 from graphopt.learning.networks.gdp_config import GDPConfig
@@ -276,14 +277,27 @@ def test_the_solver_rescores_exactly_and_never_loses_to_its_start(go_policy, n_d
 
 
 @pytest.mark.parametrize("explore", [None, 2.0])
-def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(go_policy, explore) -> None:
+def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(
+    go_policy, explore, monkeypatch
+) -> None:
     graph = toy_graph()
     pins = np.full(graph.n_ops, -1)
     pins[:5] = 1
     problem = Problem(graph, MACHINE, Objective.MAKESPAN, pinned=pins, fusion=True)
+    scored: list[np.ndarray] = []
+    decode = envs_go.decode
+
+    def spy(graph, machine, placements, *rest):
+        scored.append(np.array(placements))
+        return decode(graph, machine, placements, *rest)
+
+    monkeypatch.setattr(envs_go, "decode", spy)
     solver = GO(GOSolverConfig(policy=go_policy, finetune=2, samples=4, explore=explore))
     result = solver.solve(problem, Budget(evaluations=1000), seed=0)
     assert (result.solution.placement[:5] == 1).all()
+    # PPO's rewards and the search's incumbent are of solutions the problem allows
+    assert sum(map(len, scored)) >= result.evaluations
+    assert all((placements[:, :5] == 1).all() for placements in scored)
     assert result.evaluations == 3 + 2 * 8 + 1 + 4  # start x2, argmax, 2 steps, argmax, samples
     again = solver.solve(problem, Budget(evaluations=1000), seed=0)
     assert again.value == result.value

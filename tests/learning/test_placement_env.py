@@ -68,6 +68,22 @@ def test_bad_placements_and_priorities_are_refused_naming_the_item() -> None:
         env.step(np.zeros((2, 19), dtype=np.int64))
     with pytest.raises(SolverError, match="expected 20 values"):
         PlacementEnv(graph, Machine(n_devices=2), priorities=np.ones(3))
+    with pytest.raises(SolverError, match=r"pinned: expected 20 devices \(one per op\)"):
+        PlacementEnv(graph, Machine(n_devices=2), pinned=np.ones(3))
+
+
+def test_pinned_ops_keep_their_pins_in_every_placement_scored() -> None:
+    graph = generate("layered", 30, seed=2)
+    machine = Machine(n_devices=3, latency=1e-3, bandwidth=1e7)
+    pins = np.full(graph.n_ops, -1)
+    pins[[0, 7, 12]] = [2, 0, 1]
+    pinned = PlacementEnv(graph, machine, pinned=pins)
+    free = PlacementEnv(graph, machine, reference=pinned.reference)
+    placements = np.random.default_rng(0).integers(0, 3, (6, graph.n_ops))
+    kept = np.where(pins >= 0, pins, placements)
+    assert (pinned.check(placements) == kept).all()
+    assert (pinned.step(placements).reward == free.step(kept).reward).all()
+    assert (pinned.solution(placements[0]).placement == kept[0]).all()
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -8,7 +8,8 @@ small graphs, the shipped policy strays from the hint on resnet18 by 15-28 %), t
 most likely placement (zero-shot), then, with `finetune` > 0, every placement sampled by that
 many PPO steps on this graph alone from the checkpoint's weights with its training settings
 (GDP's fine-tuning, "in under 50 steps") and the most likely placement again; then `samples`
-placements sampled from the policy. The tracker keeps the best. Pinned ops keep their pins.
+placements sampled from the policy. The tracker keeps the best. Pinned ops keep their pins in
+every placement scored, fine-tuning's included, so PPO learns from what the problem allows.
 Without a `policy`, the shipped one (`graphopt/policies/gdp-makespan.pt`) is used; a policy
 places onto 2..its `max_devices` devices.
 """
@@ -170,10 +171,11 @@ class GDP(Solver):
             return
         policy, trained = self._checkpoint(problem, rng)
         graphs = Graphs(
-            {"train": [graph]}, machine, policy.hint_strength is not None, trained.schedulers
-        )
+            {"train": [graph]}, machine, policy.hint_strength is not None, trained.schedulers,
+            problem.pinned,
+        )  # fmt: skip
         task = graphs.get("train", 0)
-        offer = partial(offer_scheduled, problem, tracker, task.env)
+        offer = partial(offer_scheduled, tracker, task.env)
         if task.hint is not None:
             offer(task.hint.numpy())
         offer(most_likely(policy, task))
@@ -210,19 +212,16 @@ def fine_tune(
     return tuner
 
 
-def offer_scheduled(
-    problem: Problem, tracker: Tracker, env: PlacementEnv, placements: np.ndarray
-) -> None:
-    """Offers placements ([B, n_ops] or [n_ops], pins applied) scheduled as `env` schedules them.
+def offer_scheduled(tracker: Tracker, env: PlacementEnv, placements: np.ndarray) -> None:
+    """Offers placements ([B, n_ops] or [n_ops]) scheduled as `env` schedules them.
 
     The policy learned what its environment's schedulers make of a placement, so its solutions
-    are scheduled the same way; as many rows as the budget has left.
+    are scheduled the same way; as many rows as the budget has left; `env` keeps the problem's
+    pins.
     """
     placements = np.atleast_2d(np.asarray(placements, dtype=np.int32))[: tracker.remaining]
-    if problem.pinned is not None:
-        pins = np.asarray(problem.pinned, dtype=np.int32)
-        placements = np.where(pins >= 0, pins, placements).astype(np.int32)
-    peaks, makespans, events = env.schedules(env.check(placements))
+    placements = env.check(placements)
+    peaks, makespans, events = env.schedules(placements)
     for placement, peak, makespan, order in zip(placements, peaks, makespans, events, strict=True):
         tracker.offer(placement, order, peak, float(makespan))
 

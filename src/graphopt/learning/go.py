@@ -7,10 +7,10 @@ fastest once fused, `GOEnv.step`) with critical-path order and every fusable op 
 the compiler's order and fusion (so it never returns worse than its start), the policy's most
 likely decisions (zero-shot), with `finetune` > 0 every sample of that many PPO steps on this graph
 alone and the most likely decisions again, then `samples` samples. The tracker keeps the best.
-Pinned ops keep their pins. A policy without a fusion head (mode without 'fu') on a problem that
-searches fusion is refused naming both; on a graph without fusion classes the fusion head has
-nothing to decide, and the solution says fusion was skipped. Without a `policy`, the shipped one
-(`graphopt/policies/go-makespan.pt`) is used.
+Pinned ops keep their pins in every solution scored, fine-tuning's included. A policy without a
+fusion head (mode without 'fu') on a problem that searches fusion is refused naming both; on a
+graph without fusion classes the fusion head has nothing to decide, and the solution says fusion
+was skipped. Without a `policy`, the shipped one (`graphopt/policies/go-makespan.pt`) is used.
 """
 
 from __future__ import annotations
@@ -133,6 +133,7 @@ class GO(GDP):
             policy.go.levels,
             "default" if fusing else "none",
             fusion_levels=fusing,
+            pinned=problem.pinned,
         )
         task = graphs.get("train", 0)
         env = task.env
@@ -153,13 +154,8 @@ class GO(GDP):
             return actions
 
         def offer(actions: np.ndarray) -> None:
-            """Offers actions [S, 3, n] (undecided tasks -1, pins applied), as many as fit."""
+            """Offers actions [S, 3, n] (undecided tasks -1), pinned by `env`, as many as fit."""
             actions = undecided(actions[: tracker.remaining])
-            if actions.size and actions[0, 0, 0] < 0:
-                actions[:, 0] = env.fixed_placement
-            if problem.pinned is not None:
-                pins = np.asarray(problem.pinned)
-                actions[:, 0] = np.where(pins >= 0, pins, actions[:, 0])
             if len(actions):
                 offer_decoded(problem, tracker, env.decode(actions), fusing)
 

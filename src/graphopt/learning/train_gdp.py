@@ -218,6 +218,7 @@ class Graphs:
         machine: devices and transfer model.
         hints: whether to compute each graph's partition hint (the policy takes one).
         schedulers: how placements become schedules (`envs.placement.SCHEDULERS`).
+        pinned: pins every environment keeps (`PlacementEnv`'s), for a solve's one graph.
     """
 
     def __init__(
@@ -226,11 +227,13 @@ class Graphs:
         machine: Machine,
         hints: bool = False,
         schedulers: Sequence[str] = ("ready-queue",),
+        pinned: np.ndarray | None = None,
     ) -> None:
         self.splits = splits
         self.machine = machine
         self.hints = hints
         self.schedulers = tuple(schedulers)
+        self.pinned = pinned
         self.envs: dict[tuple[str, int], PlacementEnv] = {}
         self.cache: dict[tuple[str, int], PlacementTask] = {}
 
@@ -243,7 +246,7 @@ class Graphs:
 
     def make_env(self, graph: Graph) -> PlacementEnv:
         """A graph's environment (a system with another environment overrides this)."""
-        return PlacementEnv(graph, self.machine, schedulers=self.schedulers)
+        return PlacementEnv(graph, self.machine, schedulers=self.schedulers, pinned=self.pinned)
 
     def get(self, split: str, index: int) -> PlacementTask:
         """The environment, the policy's input and the hint of one graph."""

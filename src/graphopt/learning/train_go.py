@@ -92,8 +92,9 @@ class GOGraphs(Graphs):
         levels: int,
         compiler_fusion: Literal["none", "default"],
         fusion_levels: bool = True,
+        pinned: np.ndarray | None = None,
     ) -> None:
-        super().__init__(splits, machine, hints)
+        super().__init__(splits, machine, hints, pinned=pinned)
         self.levels = levels
         self.compiler_fusion = compiler_fusion
         self.fusion_levels = fusion_levels
@@ -101,8 +102,9 @@ class GOGraphs(Graphs):
     def make_env(self, graph: Graph) -> GOEnv:
         """GO's environment of one graph."""
         return GOEnv(
-            graph, self.machine, self.levels, self.compiler_fusion, fusion_levels=self.fusion_levels
-        )
+            graph, self.machine, self.levels, self.compiler_fusion,
+            fusion_levels=self.fusion_levels, pinned=self.pinned,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

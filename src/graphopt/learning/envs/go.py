@@ -37,6 +37,7 @@ class GOEnv(PlacementEnv):
         reference: makespan that scores -1 (None: as `PlacementEnv`).
         fusion_levels: whether fusion levels decide the groups; False (a problem that does
             not search fusion): they are ignored and `compiler_fusion` decides.
+        pinned: pins every placement scored keeps (`PlacementEnv`'s).
     """
 
     def __init__(
@@ -47,8 +48,9 @@ class GOEnv(PlacementEnv):
         compiler_fusion: CompilerFusion = "default",
         reference: float | None = None,
         fusion_levels: bool = True,
+        pinned: np.ndarray | None = None,
     ) -> None:
-        super().__init__(graph, machine, reference=reference)
+        super().__init__(graph, machine, reference=reference, pinned=pinned)
         self.levels = levels
         self.compiler_fusion = compiler_fusion
         self.fusion_levels = fusion_levels

@@ -92,6 +92,9 @@ class PlacementEnv:
             (`heft_timeline`) and the total runtime (every op on one device), or 1 s when
             both are 0.
         schedulers: names in `SCHEDULERS`; each placement keeps the best of their schedules.
+        pinned: [n_ops] device of each pinned op, -1 where free (`Problem.pinned`), or None:
+            every placement scored keeps the pins, so that fine-tuning on a problem learns
+            from and searches around the solutions the problem allows.
     """
 
     def __init__(
@@ -101,10 +104,17 @@ class PlacementEnv:
         priorities: np.ndarray | None = None,
         reference: float | None = None,
         schedulers: Sequence[str] = ("ready-queue",),
+        pinned: np.ndarray | None = None,
     ) -> None:
         self.schedulers = check_schedulers(schedulers)
         self.graph = graph
         self.machine = machine
+        self.pinned = None if pinned is None else np.asarray(pinned, dtype=np.int32)
+        if self.pinned is not None and self.pinned.shape != (graph.n_ops,):
+            raise SolverError(
+                f"pinned: expected {graph.n_ops} devices (one per op), got shape "
+                f"{self.pinned.shape}"
+            )
         self.scorer = Scorer(graph, machine)
         self.priorities = np.ascontiguousarray(
             bottom_levels(graph) if priorities is None else priorities, dtype=np.float64
@@ -133,7 +143,7 @@ class PlacementEnv:
         return self.machine.n_devices
 
     def check(self, placements: np.ndarray) -> np.ndarray:
-        """[B, n_ops] int32 placements, or a SolverError naming the first bad op."""
+        """[B, n_ops] int32 placements, pins applied, or a SolverError naming the first bad op."""
         placements = np.atleast_2d(np.asarray(placements))
         if placements.ndim != 2 or placements.shape[1] != self.graph.n_ops:
             raise SolverError(
@@ -146,6 +156,8 @@ class PlacementEnv:
                 f"placements[{row}]: op '{self.graph.op_names[op]}' is on device "
                 f"{placements[row, op]}, outside 0..{self.machine.n_devices - 1}"
             )
+        if self.pinned is not None:
+            placements = np.where(self.pinned >= 0, self.pinned, placements)
         return np.ascontiguousarray(placements, dtype=np.int32)
 
     def schedules(self, placements: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
