@@ -41,7 +41,23 @@ def main() -> None:
     if len(modes) < 2 or unknown:
         parser.error(f"--modes: two or more of {', '.join(MODES)}, got {args.modes!r}")
     first, others = modes[0], modes[1:]
-    folder = Path(tempfile.mkdtemp())
+    with tempfile.TemporaryDirectory() as scratch:  # the untrained starts
+        gains = head_to_head(args, modes, Path(scratch))
+    for mode in others:
+        cells = gains[mode]
+        for (name, devices), values in cells.items():
+            print(f"{first} against {mode}, {name} d={devices}: {100 * np.mean(values):+.2f} %")
+        per_cell = 100 * np.array([np.mean(v) for v in cells.values()])
+        per_solve = 100 * np.array([g for v in cells.values() for g in v])
+        print(f"{first} against {mode}, per cell: {gain_line(per_cell)}")
+        print(f"{first} against {mode}, per solve: {gain_line(per_solve)}")
+
+
+def head_to_head(
+    args: argparse.Namespace, modes: list[str], folder: Path
+) -> dict[str, dict[tuple[str, int], list[float]]]:
+    """Each later mode's gains of the first, per (graph, devices) cell, one per seed."""
+    first, others = modes[0], modes[1:]
     policies = {mode: template(mode, folder) for mode in modes}
     gains: dict[str, dict[tuple[str, int], list[float]]] = {mode: {} for mode in others}
     for graph in zoo_training_graphs(args.models.split(",")):
@@ -63,14 +79,7 @@ def main() -> None:
                     ),
                     flush=True,
                 )
-    for mode in others:
-        cells = gains[mode]
-        for (name, devices), values in cells.items():
-            print(f"{first} against {mode}, {name} d={devices}: {100 * np.mean(values):+.2f} %")
-        per_cell = 100 * np.array([np.mean(v) for v in cells.values()])
-        per_solve = 100 * np.array([g for v in cells.values() for g in v])
-        print(f"{first} against {mode}, per cell: {gain_line(per_cell)}")
-        print(f"{first} against {mode}, per solve: {gain_line(per_solve)}")
+    return gains
 
 
 if __name__ == "__main__":
