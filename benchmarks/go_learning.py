@@ -63,47 +63,52 @@ def main() -> None:
     parser.add_argument("--no-paper", action="store_true", help="skip the paper's GO-one")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:  # the untrained starts
-        folder = Path(scratch)
-        policy = (
-            template("pl+sch+fu", folder)
-            if args.prior is None
-            else untrained_start(folder, args.prior)
-        )
-        explore = None if args.explore == "none" else float(args.explore)
-        cells: dict[tuple[str, int], list[float]] = {}
-        paper: dict[tuple[str, int], list[float]] = {}
-        for graph in zoo_training_graphs(args.models.split(",")):
-            for devices in map(int, args.devices.split(",")):
-                for seed in range(args.seeds):
-                    runs = {}
-                    kinds = [("GO-one", explore, True), ("untrained", explore, False)]
-                    for name, search, learn in kinds + ([] if args.no_paper else [PAPER]):
-                        solver = go_solver(policy, args.steps, SAMPLES, True, search, learn)
-                        runs[name] = solve(graph, devices, solver, seed)
-                    trained, untrained = runs["GO-one"][0], runs["untrained"][0]
-                    assert untrained.evaluations == trained.evaluations
-                    gain = untrained.value / trained.value - 1
-                    cells.setdefault((graph.name, devices), []).append(gain)
-                    if not args.no_paper:
-                        old = runs[PAPER[0]][0].value
-                        paper.setdefault((graph.name, devices), []).append(old / trained.value - 1)
-                    print(
-                        f"{graph.name} d={devices} seed {seed}: "
-                        + ", ".join(
-                            f"{name} {result.value * 1e3:.4f} ms ({seconds:.0f} s)"
-                            for name, (result, seconds) in runs.items()
-                        )
-                        + f"; {trained.evaluations} evaluations each; learning {100 * gain:+.2f} %",
-                        flush=True,
-                    )
-        summary("GO-one against its untrained start, same search, equal evaluations", cells)
-        if paper:
-            summary("GO-one against the paper's GO-one (own priors), equal evaluations", paper)
+        cells, paper = compare(args, Path(scratch))
+    summary("GO-one against its untrained start, same search, equal evaluations", cells)
+    if paper:
+        summary("GO-one against the paper's GO-one (own priors), equal evaluations", paper)
 
 
 def summary(title: str, cells: dict[tuple[str, int], list[float]]) -> None:
     """Prints the mean gain over cells (each the mean over seeds) with its 95 % CI."""
     print(f"{title}: {gain_line(100 * np.array([np.mean(v) for v in cells.values()]))}")
+
+
+def compare(
+    args: argparse.Namespace, folder: Path
+) -> tuple[dict[tuple[str, int], list[float]], dict[tuple[str, int], list[float]]]:
+    """GO-one's gains over its untrained start and over the paper's GO-one, per cell and seed."""
+    policy = (
+        template("pl+sch+fu", folder) if args.prior is None else untrained_start(folder, args.prior)
+    )
+    explore = None if args.explore == "none" else float(args.explore)
+    cells: dict[tuple[str, int], list[float]] = {}
+    paper: dict[tuple[str, int], list[float]] = {}
+    for graph in zoo_training_graphs(args.models.split(",")):
+        for devices in map(int, args.devices.split(",")):
+            for seed in range(args.seeds):
+                runs = {}
+                kinds = [("GO-one", explore, True), ("untrained", explore, False)]
+                for name, search, learn in kinds + ([] if args.no_paper else [PAPER]):
+                    solver = go_solver(policy, args.steps, SAMPLES, True, search, learn)
+                    runs[name] = solve(graph, devices, solver, seed)
+                trained, untrained = runs["GO-one"][0], runs["untrained"][0]
+                assert untrained.evaluations == trained.evaluations
+                gain = untrained.value / trained.value - 1
+                cells.setdefault((graph.name, devices), []).append(gain)
+                if not args.no_paper:
+                    old = runs[PAPER[0]][0].value
+                    paper.setdefault((graph.name, devices), []).append(old / trained.value - 1)
+                print(
+                    f"{graph.name} d={devices} seed {seed}: "
+                    + ", ".join(
+                        f"{name} {result.value * 1e3:.4f} ms ({seconds:.0f} s)"
+                        for name, (result, seconds) in runs.items()
+                    )
+                    + f"; {trained.evaluations} evaluations each; learning {100 * gain:+.2f} %",
+                    flush=True,
+                )
+    return cells, paper
 
 
 if __name__ == "__main__":
