@@ -20,41 +20,25 @@ its 95% CI over cells.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
 import numpy as np
-import torch
 
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
-from graphopt.evaluation.go_bench import machine
+from graphopt.evaluation.go_bench import centred_trainer
 from graphopt.evaluation.metrics import gain_line
 from graphopt.ir.graph import Graph
-from graphopt.learning.networks.go import GOPolicy
-from graphopt.learning.train_go import CentredGOTrainer, GOGraphs, GOTrainConfig
 
 
 def run(graph: Graph, devices: int, seed: int, steps: int, explore: float, learn: bool):
     """Per step (better share, median gap) of the samples, and the final incumbent's makespan."""
-    shipped = GOTrainConfig.load("go")
-    config = dataclasses.replace(
-        shipped, graphs_per_step=1, run=dataclasses.replace(shipped.run, steps=steps, seed=seed)
-    )
-    torch.manual_seed(seed)
-    policy = GOPolicy(config.policy)
-    graphs = GOGraphs({"train": [graph]}, machine(devices), True, 8, "default")
-    task = graphs.get("train", 0)
-    env = task.env
-    start = env.default_actions(task.hint.numpy()[None])[0]
-    trainer = CentredGOTrainer(
-        policy, graphs, np.zeros(1, dtype=np.int64), config, centre=start,
-        reward=float(env.score(start).reward[0]), explore=explore, learn=learn,
-    )  # fmt: skip
+    trainer = centred_trainer(graph, devices, seed, steps, explore, learn)
     rows = []
     for step in range(steps):
         incumbent = trainer.reward
         trainer.step(step)
         reward = trainer.sampled[0][2].reward
         rows.append((np.mean(reward > incumbent + 1e-12), np.median(reward) - incumbent))
+    env = trainer.graphs.env("train", 0)
     return np.array(rows), float(env.decode(trainer.centre).makespans[0])
 
 

@@ -125,6 +125,7 @@ def test_gain_line_prints_the_mean_its_ci_and_the_items_on_each_side() -> None:
     assert gain_line([0.5, 0.5], digits=1, unit="", tie=0.6) == (
         "+0.5 [+0.5, +0.5] over 2; better 0, equal 2, worse 0"
     )
+    assert gain_line([4.0], digits=1) == "+4.0 % [no CI] over 1; better 1, equal 0, worse 0"
 
 
 # ----------------------------------------------------------------------------- budget curve

@@ -141,14 +141,30 @@ def test_decoded_actions_rescore_identically_and_undecided_tasks_take_defaults()
     assert not unfused.fusable.any()
 
 
-def test_separate_modes_train_one_stage_after_another() -> None:
+def test_separate_modes_train_one_stage_after_another_knowing_only_the_earlier() -> None:
     config = GOConfig(mode="pl|sch|fu", placer=PLACER)
     stages = [stage_behaviour(config, step, 9) for step in range(9)]
-    assert stages[0] == {"placement": "sample", "scheduling": "greedy", "fusion": "greedy"}
-    assert stages[4] == {"placement": "greedy", "scheduling": "sample", "fusion": "greedy"}
+    assert stages[0] == {"placement": "sample"}  # order and fusion: the compiler's
+    assert stages[4] == {"placement": "greedy", "scheduling": "sample"}
     assert stages[8] == {"placement": "greedy", "scheduling": "greedy", "fusion": "sample"}
     joint = GOConfig(placer=PLACER)
     assert set(stage_behaviour(joint, 5, 9).values()) == {"sample"}
+    fused = {mode: GOConfig(mode=mode, placer=PLACER).places_fused for mode in MODES}
+    assert fused == {"pl": False, "pl|sch": False, "pl+sch": False, "sch+fu": True,
+                     "pl|sch|fu": False, "pl+sch+fu": True}  # fmt: skip
+
+
+def test_a_mode_that_places_before_fusing_ranks_hint_candidates_as_the_compiler_fuses() -> None:
+    graph = toy_graph()
+    placements = np.random.default_rng(0).integers(0, 2, (6, graph.n_ops))
+    fused, compiler = GOEnv(graph, MACHINE), GOEnv(graph, MACHINE, hint_fusion=False)
+    actions = fused.default_actions(placements)
+    assert np.array_equal(fused.step(placements).makespan, fused.score(actions).makespan)
+    actions[:, 2] = -1
+    assert np.array_equal(compiler.step(placements).makespan, fused.score(actions).makespan)
+    assert not np.array_equal(compiler.step(placements).makespan, fused.step(placements).makespan)
+    graphs = GOGraphs({"train": [graph]}, MACHINE, True, 8, "default", hint_fusion=False)
+    assert not graphs.get("train", 0).env.hint_fusion
 
 
 def test_ppo_raises_the_reward_of_all_three_tasks_on_a_toy_graph() -> None:
@@ -308,6 +324,31 @@ def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(
         GOSolverConfig(explore=0.0)
 
 
+def test_a_separate_mode_solves_each_task_knowing_only_the_decisions_before_it(
+    tmp_path, monkeypatch
+) -> None:
+    """pl|sch|fu's search places with the compiler's order and fusion, then orders, then fuses."""
+    path = tmp_path / "toy.json"
+    write_graph(toy_graph(), path)
+    train(replace(toy_config("pl|sch|fu", steps=1), dataset=f"graph:{path}"), tmp_path / "run")
+    decided: list[tuple[bool, bool]] = []
+    decode = envs_go.decode
+
+    def spy(graph, machine, placements, scheduling, fusion, *rest):
+        decided.append((scheduling is not None, fusion is not None))
+        return decode(graph, machine, placements, scheduling, fusion, *rest)
+
+    monkeypatch.setattr(envs_go, "decode", spy)
+    config = GOSolverConfig(str(tmp_path / "run" / "best.pt"), finetune=3, samples=4, explore=2.0)
+    problem = Problem(toy_graph(), MACHINE, Objective.MAKESPAN, fusion=True)
+    result = GO(config).solve(problem, Budget(evaluations=1000), seed=0)
+    stages = [pattern for k, pattern in enumerate(decided) if k == 0 or pattern != decided[k - 1]]
+    # offers: the start (fused), the compiler's, the most likely; then the search, stage by stage
+    assert stages == [(True, True), (False, False), (True, True), (False, False), (True, False),
+                      (True, True)]  # fmt: skip
+    assert result.solution.n_groups > 0
+
+
 def test_mismatched_requests_are_refused_naming_both(go_policy, tmp_path) -> None:
     graph = toy_graph()
     problem = Problem(graph, MACHINE, Objective.MAKESPAN, fusion=True)
@@ -348,7 +389,7 @@ def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> Non
     rows = run_fig6(graphs, (2,), modes, 1, 1, tmp_path, lambda *_: None)
     assert len(rows) == 1 and all(rows[0][c] > 0 for c in (DEFAULT, ZERO_SHOT, *modes))
     lines = fig6_summary(rows, modes)
-    assert any("against pl:" in line for line in lines)
+    assert any("against pl, per row:" in line for line in lines)
     assert any("held-out lstm-lm-tiny" in line for line in lines)
     assert any("fused lower bound" in line for line in lines)
     assert 0 < rows[0]["bound"] <= rows[0]["pl+sch+fu"]
@@ -356,7 +397,8 @@ def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> Non
     assert (
         rows[0]["go-one"] >= 1.0 and rows[0]["sa evaluations"] == 20 * rows[0]["go-one evaluations"]
     )
-    assert "GO-one against SA" in " ".join(table3_summary(rows))
+    assert "GO-one against SA, per row: " in " ".join(table3_summary(rows))
+    assert "[no CI] over 1;" in " ".join(table3_summary(rows))
     graph, base = graphs[0], Solution(np.zeros(graphs[0].n_ops), graphs[0].topological_order, 2)
     assert sa_evaluations(graph, 2, base, 100, None, 0) == 100
     assert sa_evaluations(graph, 2, base, 100, 2.0, 0) > 100  # SA scores far more than 50 per s
@@ -422,3 +464,16 @@ def test_sa_time_is_a_table3_option(tmp_path) -> None:
 
     result = CliRunner().invoke(app, ["bench", "go-fig6", "--sa-time", "-o", str(tmp_path)])
     assert result.exit_code == 2 and "--sa-time is a go-table3 option" in result.output
+
+
+def test_the_benchmarks_centred_search_starts_at_the_fused_hint_and_keeps_its_best() -> None:
+    from graphopt.evaluation.go_bench import centred_trainer
+
+    trainer = centred_trainer(toy_graph(), 2, seed=0, steps=2, explore=1.0)
+    env = trainer.graphs.env("train", 0)
+    start = trainer.centre.copy()
+    assert (start[1] == 4).all() and (start[2][env.fusable] == 7).all()
+    assert float(env.score(start).reward[0]) == trainer.reward
+    for step in range(2):
+        trainer.step(step)
+    assert float(env.score(trainer.centre).reward[0]) == trainer.reward

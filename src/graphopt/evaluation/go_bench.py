@@ -39,7 +39,7 @@ from graphopt.errors import GraphoptError
 from graphopt.evaluation.bench import pyplot, write_csv
 from graphopt.evaluation.fusion_bench import checked_score, zoo_training_graphs
 from graphopt.evaluation.gdp_bench import BANDWIDTH, LATENCY
-from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.metrics import gain_line
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Budget, Objective, Problem, Result, Solver
@@ -117,6 +117,35 @@ def go_solver(
         policy, steps, samples, scratch=scratch, compiler_fusion=True, explore=explore, learn=learn
     )
     return GO(config)
+
+
+def centred_trainer(
+    graph: Graph, devices: int, seed: int, steps: int, explore: float, learn: bool = True
+) -> Any:
+    """GO-one's centred search (`train_go.CentredGOTrainer`) from its start, ready to step.
+
+    An untrained network of the shipped config's shape (pl+sch+fu), fusion searched, centred on
+    the partition hint with critical-path order and every fusable op fused: what the learning
+    benchmarks step by hand to look inside the search.
+    """
+    import torch
+
+    from graphopt.learning.networks.go import GOPolicy
+    from graphopt.learning.train_go import CentredGOTrainer, GOGraphs, GOTrainConfig
+
+    shipped = GOTrainConfig.load("go")
+    config = dataclasses.replace(
+        shipped, graphs_per_step=1, run=dataclasses.replace(shipped.run, steps=steps, seed=seed)
+    )
+    torch.manual_seed(seed)
+    policy = GOPolicy(config.policy)
+    graphs = GOGraphs({"train": [graph]}, machine(devices), True, 8, "default")
+    task = graphs.get("train", 0)
+    start = task.env.default_actions(task.hint.numpy()[None])[0]
+    return CentredGOTrainer(
+        policy, graphs, np.zeros(1, dtype=np.int64), config, centre=start,
+        reward=float(task.env.score(start).reward[0]), explore=explore, learn=learn,
+    )  # fmt: skip
 
 
 def solve(
@@ -238,12 +267,6 @@ def run_table3(
     return rows
 
 
-def _gain(values: np.ndarray) -> str:
-    """Mean gain in % with its 95% CI."""
-    mean, low, high = mean_with_ci(values)
-    return f"{mean:+.1f} % [{low:+.1f}, {high:+.1f}]"
-
-
 def fig6_summary(rows: Sequence[dict[str, Any]], modes: Sequence[str]) -> list[str]:
     """The bars' lines: pl+sch+fu against the other modes and the compiler default."""
     lines = []
@@ -254,8 +277,8 @@ def fig6_summary(rows: Sequence[dict[str, Any]], modes: Sequence[str]) -> list[s
     for other in (*[m for m in modes if m != "pl+sch+fu"], DEFAULT, ZERO_SHOT, *searches):
         gains = 100 * (np.array([r[other] for r in rows]) / full - 1)
         lines.append(
-            f"- pl+sch+fu against {other}: {_gain(gains)} on average over {len(rows)} rows "
-            f"(min {gains.min():+.1f} %, rows better {int((gains > 0).sum())}/{len(rows)})"
+            f"- pl+sch+fu against {other}, per row: {gain_line(gains, digits=1)} "
+            f"(min {gains.min():+.1f} %)"
         )
     gap = full / np.array([r[BOUND] for r in rows])
     lines.append(
@@ -282,8 +305,8 @@ def table3_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
     return [
         f"- mean fusion speedup over no fusion: default {default.mean():.3f}, SA "
         f"{sa.mean():.3f}, GO-one {go.mean():.3f}",
-        f"- GO-one against SA: {_gain(100 * (go / sa - 1))} (rows better "
-        f"{int((go > sa).sum())}/{len(rows)}); SA took {np.median(ratio):.2f}x GO-one's wall "
+        f"- GO-one against SA, per row: {gain_line(100 * (go / sa - 1), digits=1)}; SA took "
+        f"{np.median(ratio):.2f}x GO-one's wall "
         f"time and {np.median(evaluations):.0f}x its evaluations (medians)",
     ]
 

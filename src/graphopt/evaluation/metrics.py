@@ -104,7 +104,10 @@ def gain_line(gains: np.ndarray, digits: int = 2, unit: str = " %", tie: float =
     gains = np.asarray(gains, float)
     mean, low, high = mean_with_ci(gains)
     better, equal = int((gains > tie).sum()), int((np.abs(gains) <= tie).sum())
+    interval = (
+        f"[{low:+.{digits}f}, {high:+.{digits}f}]" if np.isfinite([low, high]).all() else "[no CI]"
+    )
     return (
-        f"{mean:+.{digits}f}{unit} [{low:+.{digits}f}, {high:+.{digits}f}] over {gains.size}; "
+        f"{mean:+.{digits}f}{unit} {interval} over {gains.size}; "
         f"better {better}, equal {equal}, worse {gains.size - better - equal}"
     )

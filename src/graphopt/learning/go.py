@@ -35,6 +35,7 @@ from graphopt.learning.train_go import (
     GOTrainer,
     most_likely_actions,
     sample_actions,
+    stage_behaviour,
 )
 from graphopt.solvers.base import Problem, SolverError, Tracker
 from graphopt.solvers.go_baselines import offer_decoded
@@ -134,6 +135,7 @@ class GO(GDP):
             "default" if fusing else "none",
             fusion_levels=fusing,
             pinned=problem.pinned,
+            hint_fusion=policy.go.places_fused,
         )
         task = graphs.get("train", 0)
         env = task.env
@@ -145,11 +147,11 @@ class GO(GDP):
                 "'fusion') with a 'kernel'; placement and scheduling decided"
             )
 
-        def undecided(actions: np.ndarray) -> np.ndarray:
-            """A copy of actions [S, 3, n] with the tasks this solve does not decide at -1."""
+        def undecided(actions: np.ndarray, tasks: Sequence[str] = decides) -> np.ndarray:
+            """A copy of actions [S, 3, n] with the tasks not in `tasks` at -1."""
             actions = np.array(actions)
             for slot, task_name in enumerate(TASKS):
-                if task_name not in decides:
+                if task_name not in tasks:
                     actions[:, slot] = -1
             return actions
 
@@ -172,7 +174,10 @@ class GO(GDP):
         if self.config.finetune:
             trainer: Callable[..., GOTrainer] = GOTrainer
             if self.config.explore is not None:
-                candidates = undecided(np.concatenate([start, likely[None]]))
+                opening = stage_behaviour(policy.go, 0, self.config.finetune)
+                candidates = undecided(
+                    np.concatenate([start, likely[None]]), [t for t in decides if t in opening]
+                )
                 rewards = env.score(candidates).reward
                 first = int(np.argmax(rewards))
                 trainer = partial(
@@ -182,6 +187,9 @@ class GO(GDP):
             tuner = fine_tune(trainer, policy, graphs, trained, self.config.finetune, rng, offer)
             assert isinstance(tuner, GOTrainer)
             centre = tuner.centre
+            last = {t: b for t, b in tuner.behaviour.items() if t in decides}
+            if "sample" in last.values():  # the last stage's, as a '|' mode decides alone
+                behaviour = last
             offer(most_likely_actions(policy, task)[None])
         if self.config.samples:
             generator = torch.Generator().manual_seed(int(rng.integers(2**62)))

@@ -8,10 +8,12 @@ a scheduling level and a fusion level per op, from one forward pass (`networks.g
 
 The mode (`GOConfig.mode`, GO fig. 6) sets what is trained when. Tasks joined by '+' are one
 stage: sampled together, the later conditioned on the earlier's actions. Stages separated by '|'
-split `run.steps` equally and are trained one after another: in stage k its tasks are sampled and
-every other task of the network takes its most likely action (the earlier stages' trained heads,
-the later stages' untrained ones, whose priors make them the compiler's defaults). Validation
-scores every task's most likely action, and the best of `validation_samples` samples beside it.
+split `run.steps` equally and are trained one after another: in stage k its tasks are sampled,
+the earlier stages' tasks take their trained heads' most likely actions and the later stages'
+tasks are left undecided, so the environment gives them the compiler's defaults (critical-path
+order, XLA-like default fusion): each task is optimized knowing only the decisions before it,
+as GO's single-task modes are. Validation scores every task's most likely action, and the best
+of `validation_samples` samples beside it.
 """
 
 from __future__ import annotations
@@ -93,39 +95,51 @@ class GOGraphs(Graphs):
         compiler_fusion: Literal["none", "default"],
         fusion_levels: bool = True,
         pinned: np.ndarray | None = None,
+        hint_fusion: bool = True,
     ) -> None:
         super().__init__(splits, machine, hints, pinned=pinned)
         self.levels = levels
         self.compiler_fusion = compiler_fusion
         self.fusion_levels = fusion_levels
+        self.hint_fusion = hint_fusion
 
     def make_env(self, graph: Graph) -> GOEnv:
         """GO's environment of one graph."""
         return GOEnv(
             graph, self.machine, self.levels, self.compiler_fusion,
-            fusion_levels=self.fusion_levels, pinned=self.pinned,
+            fusion_levels=self.fusion_levels, pinned=self.pinned, hint_fusion=self.hint_fusion,
         )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class GOGraphSource(GraphSource):
-    """`GraphSource` for GO: the levels and compiler fusion its environments need."""
+    """`GraphSource` for GO: the levels, compiler fusion and hint fusion its environments need."""
 
     levels: int = 8
     compiler_fusion: Literal["none", "default"] = "default"
+    hint_fusion: bool = True
 
     def graphs(self) -> GOGraphs:
         """The run's graphs with GO's environments."""
         return GOGraphs(
-            self.splits(), self.machine.machine(), self.hints, self.levels, self.compiler_fusion
-        )
+            self.splits(), self.machine.machine(), self.hints, self.levels, self.compiler_fusion,
+            hint_fusion=self.hint_fusion,
+        )  # fmt: skip
 
 
 def stage_behaviour(config: GOConfig, step: int, steps: int) -> dict[str, Behaviour]:
-    """Which tasks step `step` of `steps` samples (its stage's) and which are most likely."""
+    """Each task's behaviour in step `step` of `steps`: its stage's sampled, earlier ones greedy.
+
+    The later stages' tasks are left out (undecided: the compiler's defaults).
+    """
     stages = config.stages
-    current = stages[min(step * len(stages) // max(steps, 1), len(stages) - 1)]
-    return {task: "sample" if task in current else "greedy" for task in config.tasks}
+    k = min(step * len(stages) // max(steps, 1), len(stages) - 1)
+    done = {task for stage in stages[:k] for task in stage}
+    return {
+        task: "sample" if task in stages[k] else "greedy"
+        for task in config.tasks
+        if task in stages[k] or task in done
+    }
 
 
 def act(
@@ -296,6 +310,7 @@ GO_SYSTEM = System(
         hints,
         levels=config.policy.levels,
         compiler_fusion=config.compiler_fusion,
+        hint_fusion=config.policy.places_fused,
     ),  # fmt: skip
     GOTrainer,
     _validate,

@@ -38,6 +38,9 @@ class GOEnv(PlacementEnv):
         fusion_levels: whether fusion levels decide the groups; False (a problem that does
             not search fusion): they are ignored and `compiler_fusion` decides.
         pinned: pins every placement scored keeps (`PlacementEnv`'s).
+        hint_fusion: whether `step` (what the partition hint ranks its candidates by) fuses
+            with the fusion levels' default; False: as the compiler fuses, for a mode that
+            places before fusion is searched (`GOConfig.places_fused`).
     """
 
     def __init__(
@@ -49,11 +52,13 @@ class GOEnv(PlacementEnv):
         reference: float | None = None,
         fusion_levels: bool = True,
         pinned: np.ndarray | None = None,
+        hint_fusion: bool = True,
     ) -> None:
         super().__init__(graph, machine, reference=reference, pinned=pinned)
         self.levels = levels
         self.compiler_fusion = compiler_fusion
         self.fusion_levels = fusion_levels
+        self.hint_fusion = hint_fusion
 
     @cached_property
     def fixed_placement(self) -> np.ndarray:
@@ -112,12 +117,16 @@ class GOEnv(PlacementEnv):
     def step(self, placements: np.ndarray) -> PlacementOutcome:
         """Scores placements ([B, n] or [n]) with the untrained policy's other decisions.
 
-        That is critical-path order and, when fusion levels decide, every op in the fusing
-        half (`default_actions`), so that the partition hint (`placement_hint`) picks the
-        placement that is fastest once fused: on gpt2-tiny's training graph on 4 devices the
-        fastest unfused split fused to 0.84 ms where another candidate fuses to about 0.36 ms.
+        That is critical-path order and, when fusion levels decide and `hint_fusion`, every op
+        in the fusing half (`default_actions`), so that the partition hint (`placement_hint`)
+        picks the placement that is fastest once fused: on gpt2-tiny's training graph on 4
+        devices the fastest unfused split fused to 0.84 ms where another candidate fuses to
+        about 0.36 ms. Without `hint_fusion` the compiler fuses.
         """
-        return self.score(self.default_actions(self.check(placements)))
+        actions = self.default_actions(self.check(placements))
+        if not self.hint_fusion:
+            actions[:, 2] = -1
+        return self.score(actions)
 
     def default_actions(self, placements: np.ndarray) -> np.ndarray:
         """[B, 3, n] placements with the middle scheduling level and the top fusion level.

@@ -18,8 +18,10 @@ ABBREVIATIONS = {"pl": "placement", "sch": "scheduling", "fu": "fusion"}
 MODES = ("pl", "pl|sch", "pl+sch", "sch+fu", "pl|sch|fu", "pl+sch+fu")
 """GO fig. 6's modes: '+' joins tasks decided together (one stage, residual action
 connections), '|' separates stages trained one after the other, each with the earlier stages'
-most likely decisions fixed. A task a mode leaves out takes the compiler's default: the expert
-placement, critical-path order, XLA-like default fusion ('pl' is GO's pl-only)."""
+most likely decisions fixed and the later stages' tasks at the compiler's default, so that a
+task is optimized knowing only the decisions made before it (GO: "optimizing all tasks, one at
+a time"). A task a mode leaves out takes the compiler's default: the expert placement,
+critical-path order, XLA-like default fusion ('pl' is GO's pl-only)."""
 
 
 def mode_stages(mode: str) -> tuple[tuple[str, ...], ...]:
@@ -83,6 +85,16 @@ class GOConfig:
     def tasks(self) -> tuple[str, ...]:
         """The tasks the network decides, in `TASKS` order."""
         return tuple(t for t in TASKS if any(t in stage for stage in self.stages))
+
+    @property
+    def places_fused(self) -> bool:
+        """Whether the placement is chosen knowing the fusion search's decisions.
+
+        False when the mode places before fusion is searched, or never searches it: its
+        placement then sees the compiler's default fusion, its partition hint included.
+        """
+        stage = next((s for s in self.stages if "placement" in s), ("fusion",))
+        return "fusion" in stage
 
     @property
     def residual(self) -> bool:
