@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from graphopt.solvers.base import Budget, Objective, Problem, Result, Solver
 from graphopt.solvers.bounds import fused_makespan_lower_bound
 from graphopt.solvers.fusion import anneal_fusion, default_fusion
 from graphopt.solvers.registry import make_solver
+
+if TYPE_CHECKING:  # the learning stack (torch) loads only when a GO suite runs
+    from graphopt.learning.train_go import CentredGOTrainer
 
 FIG6_MODELS = ("gpt2-tiny", "t5-tiny", "wavenet-tiny", "inception-tiny", "lstm-lm-tiny")
 """Fig. 6's zoo models (89-771 ops): two transformers, WaveNet, Inception and an LSTM LM."""
@@ -121,7 +124,7 @@ def go_solver(
 
 def centred_trainer(
     graph: Graph, devices: int, seed: int, steps: int, explore: float, learn: bool = True
-) -> Any:
+) -> CentredGOTrainer:
     """GO-one's centred search (`train_go.CentredGOTrainer`) from its start, ready to step.
 
     An untrained network of the shipped config's shape (pl+sch+fu), fusion searched, centred on
