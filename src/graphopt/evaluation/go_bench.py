@@ -151,11 +151,16 @@ def centred_trainer(
     )  # fmt: skip
 
 
+def fused_problem(graph: Graph, devices: int) -> Problem:
+    """The suites' problem: makespan on `machine(devices)`, fusion searched."""
+    return Problem(graph, machine(devices), Objective.MAKESPAN, fusion=True)
+
+
 def solve(
     graph: Graph, devices: int, solver: Solver, seed: int, evaluations: int = 1 << 30
 ) -> tuple[Result, float]:
     """A solver's result with fusion allowed, and its wall seconds."""
-    problem = Problem(graph, machine(devices), Objective.MAKESPAN, fusion=True)
+    problem = fused_problem(graph, devices)
     start = time.perf_counter()
     result = solver.solve(problem, Budget(evaluations=evaluations), seed=seed)
     seconds = time.perf_counter() - start
@@ -171,11 +176,13 @@ def run_fig6(
     seeds: int,
     folder: Path,
     progress: Progress,
+    sa_time: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per (model, devices, seed): each column's makespan (ms) and seconds.
 
     The searches run after the modes: BRKGA with fusion genes at GO-one's (pl+sch+fu)
-    evaluations, and annealing over GO's three decisions at `SA_FACTOR` x them.
+    evaluations, and annealing over GO's three decisions at `SA_FACTOR` x them, or with
+    `sa_time` as many as it scores in `SA_FACTOR` x GO-one's wall time (at least that).
     """
     templates = {mode: template(mode, folder) for mode in modes}
     columns = (DEFAULT, ZERO_SHOT, *modes, *SEARCHES)
@@ -196,11 +203,16 @@ def run_fig6(
                         solver = go_solver(None, 0, SAMPLES, scratch=False)
                     elif column in SEARCHES:
                         solver = make_solver(column)
+                        if sa_time and column == "go-anneal":
+                            seconds = SA_FACTOR * row["pl+sch+fu s"]
+                            budget = max(budget, int(search_rate(graph, d, solver, seed) * seconds))
                     else:
                         solver = go_solver(templates[column], steps, SAMPLES, scratch=True)
                     result, seconds = solve(graph, d, solver, seed, budget)
                     if column == "pl+sch+fu":
                         row["evaluations"] = result.evaluations
+                    if column in SEARCHES:
+                        row[f"{column} evaluations"] = result.evaluations
                     row[column] = 1e3 * result.value
                     row[f"{column} s"] = round(seconds, 2)
                     done += 1
@@ -221,11 +233,25 @@ def sa_evaluations(
     if seconds is None:
         return evaluations
     probe = partial(anneal_fusion, graph, machine(devices), base, Objective.MAKESPAN)
-    probe(1, seed)
+    return max(evaluations, int(_rate(lambda k: probe(k, seed)) * seconds))
+
+
+def search_rate(graph: Graph, devices: int, solver: Solver, seed: int) -> float:
+    """Evaluations per second of a search on the suites' problem (`_rate`), unchecked."""
+    problem = fused_problem(graph, devices)
+    return _rate(lambda k: solver.solve(problem, Budget(evaluations=k), seed=seed))
+
+
+def _rate(run: Callable[[int], object]) -> float:
+    """Evaluations per second of `run(evaluations)`, timed over a whole schedule.
+
+    The schedule is `RATE_PROBE` long, after a one-evaluation run that pays what is paid once
+    per graph.
+    """
+    run(1)
     start = time.perf_counter()
-    probe(RATE_PROBE, seed)
-    rate = RATE_PROBE / (time.perf_counter() - start)
-    return max(evaluations, int(rate * seconds))
+    run(RATE_PROBE)
+    return RATE_PROBE / (time.perf_counter() - start)
 
 
 def run_table3(
@@ -377,13 +403,16 @@ class GOFig6Bench(_GOBench):
 
     models: tuple[str, ...] = FIG6_MODELS
     devices: tuple[int, ...] = FIG6_DEVICES
+    sa_time: bool = False
+    """Annealing gets `SA_FACTOR` x GO-one's wall time instead of its evaluations."""
 
     def title(self) -> str:
         """What ran."""
+        budget = "wall time" if self.sa_time else "evaluations"
         return (
             f"GO fig. 6 shape: every mode trained on each graph alone ({self.steps} PPO steps, "
             f"{SAMPLES} samples), the compiler default, the shipped policy zero-shot, BRKGA at "
-            f"GO-one's evaluations and annealing at {SA_FACTOR}x, on "
+            f"GO-one's evaluations and annealing at {SA_FACTOR}x its {budget}, on "
             f"{', '.join(map(str, self.devices))} devices; {self.seeds} seed(s); makespans in ms"
         )
 
@@ -395,8 +424,9 @@ class GOFig6Bench(_GOBench):
         graphs = zoo_training_graphs(self.models)
         with tempfile.TemporaryDirectory() as scratch:  # the untrained starts
             rows = run_fig6(
-                graphs, self.devices, MODES, self.steps, self.seeds, Path(scratch), progress
-            )
+                graphs, self.devices, MODES, self.steps, self.seeds, Path(scratch), progress,
+                self.sa_time,
+            )  # fmt: skip
         lines = [self.title(), *fig6_summary(rows, MODES)]
         written = _write(folder, self.title(), command, rows, lines[1:])
         return lines, [*written, plot_fig6(rows, MODES, folder / "fig6.png")]
