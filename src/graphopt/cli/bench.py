@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from collections.abc import Callable
@@ -374,9 +373,8 @@ def _bench_go(
         devices=defaults.devices if devices is None else (devices,),
         steps=defaults.steps if steps is None else steps,
         seeds=1 if seeds is None else seeds,
+        sa_time=sa_time,
     )
-    if sa_time:
-        settings = dataclasses.replace(settings, sa_time=True)
     _run_suite(suite, settings, output_dir, as_json)
 
 

@@ -142,7 +142,7 @@ def centred_trainer(
     )
     torch.manual_seed(seed)
     policy = GOPolicy(config.policy)
-    graphs = GOGraphs({"train": [graph]}, machine(devices), True, 8, "default")
+    graphs = GOGraphs({"train": [graph]}, machine(devices), True, config.policy.levels, "default")
     task = graphs.get("train", 0)
     start = task.env.default_actions(task.hint.numpy()[None])[0]
     return CentredGOTrainer(
@@ -204,8 +204,8 @@ def run_fig6(
                     elif column in SEARCHES:
                         solver = make_solver(column)
                         if sa_time and column == "go-anneal":
-                            seconds = SA_FACTOR * row["pl+sch+fu s"]
-                            budget = max(budget, int(search_rate(graph, d, solver, seed) * seconds))
+                            allowed = SA_FACTOR * row["pl+sch+fu s"]
+                            budget = max(budget, int(search_rate(graph, d, solver, seed) * allowed))
                     else:
                         solver = go_solver(templates[column], steps, SAMPLES, scratch=True)
                     result, seconds = solve(graph, d, solver, seed, budget)
@@ -387,6 +387,14 @@ class _GOBench:
     devices: tuple[int, ...]
     steps: int = STEPS
     seeds: int = 1
+    sa_time: bool = False
+    """The annealing baseline gets `SA_FACTOR` x GO-one's wall time (GO's condition) instead
+    of its evaluations."""
+
+    @property
+    def sa_budget(self) -> str:
+        """What the annealing baseline's `SA_FACTOR` multiplies, in words."""
+        return "wall time" if self.sa_time else "evaluations"
 
     def __post_init__(self) -> None:
         if not self.models or not self.devices or min(self.devices) < 1 or max(self.devices) > 8:
@@ -403,16 +411,13 @@ class GOFig6Bench(_GOBench):
 
     models: tuple[str, ...] = FIG6_MODELS
     devices: tuple[int, ...] = FIG6_DEVICES
-    sa_time: bool = False
-    """Annealing gets `SA_FACTOR` x GO-one's wall time instead of its evaluations."""
 
     def title(self) -> str:
         """What ran."""
-        budget = "wall time" if self.sa_time else "evaluations"
         return (
             f"GO fig. 6 shape: every mode trained on each graph alone ({self.steps} PPO steps, "
             f"{SAMPLES} samples), the compiler default, the shipped policy zero-shot, BRKGA at "
-            f"GO-one's evaluations and annealing at {SA_FACTOR}x its {budget}, on "
+            f"GO-one's evaluations and annealing at {SA_FACTOR}x its {self.sa_budget}, on "
             f"{', '.join(map(str, self.devices))} devices; {self.seeds} seed(s); makespans in ms"
         )
 
@@ -438,16 +443,14 @@ class GOTable3Bench(_GOBench):
 
     models: tuple[str, ...] = TABLE3_MODELS
     devices: tuple[int, ...] = TABLE3_DEVICES
-    sa_time: bool = False
-    """SA gets `SA_FACTOR` x GO-one's wall time (GO's condition) instead of its evaluations."""
 
     def title(self) -> str:
         """What ran."""
-        budget = "wall time" if self.sa_time else "evaluations"
         return (
             f"GO table 3 shape: fusion speedup over no fusion on GO-one's placement and order "
             f"(GO-one: {self.steps} PPO steps + {SAMPLES} samples; SA: {SA_FACTOR}x GO-one's "
-            f"{budget}), on {', '.join(map(str, self.devices))} devices; {self.seeds} seed(s)"
+            f"{self.sa_budget}), on {', '.join(map(str, self.devices))} devices; "
+            f"{self.seeds} seed(s)"
         )
 
     def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:

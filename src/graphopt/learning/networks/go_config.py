@@ -93,8 +93,8 @@ class GOConfig:
         False when the mode places before fusion is searched, or never searches it: its
         placement then sees the compiler's default fusion, its partition hint included.
         """
-        stage = next((s for s in self.stages if "placement" in s), ("fusion",))
-        return "fusion" in stage
+        stage = next((s for s in self.stages if "placement" in s), None)
+        return stage is None or "fusion" in stage
 
     @property
     def residual(self) -> bool:
