@@ -480,6 +480,16 @@ def test_sa_time_gives_the_annealing_baseline_20x_go_ones_wall_time(tmp_path, mo
     assert "annealing at 20x its wall time" in go_bench.GOFig6Bench(sa_time=True).title()
 
 
+def test_sa_time_is_refused_outside_the_go_suites(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from graphopt.cli import app
+
+    result = CliRunner().invoke(app, ["bench", "tiny-20", "--sa-time", "-o", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--sa-time applies to the go-fig6 and go-table3 suites" in result.output
+
+
 def test_the_benchmarks_centred_search_starts_at_the_fused_hint_and_keeps_its_best() -> None:
     from graphopt.evaluation.go_bench import centred_trainer
 

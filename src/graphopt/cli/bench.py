@@ -187,6 +187,8 @@ def bench(
     from graphopt.solvers.base import Objective
     from graphopt.solvers.registry import check_solver
 
+    if sa_time and suite not in GO_SUITES:
+        raise GraphoptError(f"--sa-time applies to the {' and '.join(GO_SUITES)} suites")
     if suite == FUSION_SUITE:
         _bench_fusion(models, policies, devices, budget, seeds, output_dir, as_json)
         return
