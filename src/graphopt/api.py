@@ -78,7 +78,8 @@ def capture(
         model: an `nn.Module` (with `example_inputs`), a zoo model name, or a factory
             reference `package.module:function`.
         example_inputs: positional example tensors, for a module.
-        training: the training step (forward, loss, backward, SGD update) instead of inference.
+        training: the training step (forward, loss, backward, SGD update) instead of inference,
+            traced in train mode; the module's and its submodules' modes are restored after.
         loss: for a module's training step, the scalar loss from (output, inputs).
         name: graph name, for a module.
 
@@ -107,7 +108,11 @@ def apply(captured: Capture, solution: Solution) -> torch.fx.GraphModule:
 def measure(
     captured: Capture, solutions: dict[str, Solution], *, seed: int = 0, repeats: int = 5
 ) -> list[OrderMeasurement]:
-    """Real peak memory and time of the captured order and each 1-device solution's."""
+    """Real peak memory and time of the captured order and each 1-device solution's.
+
+    Each row also compares the outputs with the captured program's (`identical`) and with eager
+    PyTorch's on the model (`eager`).
+    """
     from graphopt.execution.measure import measure_orders
 
     return measure_orders(captured, solutions, seed=seed, repeats=repeats)

@@ -229,6 +229,7 @@ def test_cli_apply_measure_replay(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     applied = json.loads(result.stdout)
     assert applied["outputs_identical"] and "def forward" in code.read_text()
+    assert applied["eager_close"] and applied["eager_difference"] < 1e-5
     assert applied["measured_live_peak"] == applied["predicted_peak"] - applied["persistent"]
 
     result = runner.invoke(app, ["measure", "wavenet-tiny", str(one), "--repeats", "1", "--json"])
@@ -236,12 +237,16 @@ def test_cli_apply_measure_replay(tmp_path) -> None:
     orders = json.loads(result.stdout)["orders"]
     assert [o["order"] for o in orders] == ["captured", "one.json"]
     assert all(o["measured_live_peak"] == o["predicted_live_peak"] for o in orders)
+    assert all(o["eager_close"] for o in orders)
 
     result = runner.invoke(app, ["replay", "wavenet-tiny", str(two), "--json"])
     assert result.exit_code == 0, result.output
     replayed = json.loads(result.stdout)
-    assert replayed["outputs_identical"]
+    assert replayed["outputs_identical"] and replayed["eager_close"]
     assert all(d["measured_live_peak"] == d["predicted_live_peak"] for d in replayed["devices"])
+    result = runner.invoke(app, ["replay", "wavenet-tiny", str(two)])
+    assert result.exit_code == 0, result.output
+    assert "identical to the captured program's, close to eager PyTorch's" in result.output
 
     result = runner.invoke(app, ["apply", "wavenet-tiny", str(two)])
     assert result.exit_code == 2
@@ -307,3 +312,37 @@ def test_measuring_a_training_step_leaves_the_model_as_it_was() -> None:
     measure_orders(capture, {"a": _orders(capture.graph, 1)[0]}, repeats=1)
     after = module.state_dict()
     assert all(torch.equal(before[key], after[key]) for key in before)
+
+
+def test_cli_runs_fused_solutions_without_their_groups(tmp_path) -> None:
+    """A fused solution runs op by op (its groups are the compiler's to apply): replay keeps
+    each copy until its last reader of the order, measures what the unfused order predicts,
+    and a refused command prints its one error line and no note (issue 43's CLI fuzz tier)."""
+    graph = capture_model("wavenet-tiny").graph
+    graph_path, one, two = tmp_path / "g.json", tmp_path / "one.json", tmp_path / "two.json"
+    write_graph(graph, graph_path)
+    for devices, path in ((1, one), (2, two)):
+        result = runner.invoke(
+            app,
+            ["optimize", str(graph_path), "--devices", str(devices), "--solver", "brkga"]
+            + ["--fusion", "search", "--budget", "60", "-o", str(path), "--json"],
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["fusion_groups"] > 0
+
+    result = runner.invoke(app, ["replay", "wavenet-tiny", str(two), "--json"])
+    assert result.exit_code == 0, result.output
+    replayed = json.loads(result.stdout)
+    assert replayed["outputs_identical"] and replayed["eager_close"]
+    assert all(d["measured_live_peak"] == d["predicted_live_peak"] for d in replayed["devices"])
+    assert "fusion groups are not applied" in result.stderr
+
+    result = runner.invoke(app, ["apply", "wavenet-tiny", str(one), "--json"])
+    assert result.exit_code == 0, result.output
+    applied = json.loads(result.stdout)
+    assert applied["measured_live_peak"] == applied["predicted_peak"] - applied["persistent"]
+
+    result = runner.invoke(app, ["apply", "wavenet-tiny", str(two)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("error: ")

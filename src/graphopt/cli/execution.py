@@ -2,19 +2,33 @@
 
 MODEL is a zoo model name or a factory `package.module:function`, captured the way `graphopt zoo
 export` or `graphopt import` imports it (`--train` for the training step), so a solution of that
-graph names the same ops.
+graph names the same ops. Each command checks the values twice: bit for bit against the captured
+program, and within float reassociation against eager PyTorch on the model itself (its own
+kernels and autograd), which is what catches a capture that computes the wrong thing.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from graphopt.cli.common import JsonFlag, SolutionArgument, console, print_json, user_errors
+from graphopt.cli.common import (
+    JsonFlag,
+    SolutionArgument,
+    check_output,
+    console,
+    print_json,
+    user_errors,
+)
 
 if TYPE_CHECKING:
+    from graphopt.execution.measure import EagerComparison
     from graphopt.importers.torch_export import Capture
     from graphopt.ir.solution import Solution
 
@@ -29,14 +43,78 @@ TrainFlag = Annotated[
     bool, typer.Option("--train", help="The training step (as imported with --train).")
 ]
 SeedOption = Annotated[int, typer.Option(min=0, help="Seed of the random inputs.")]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _without_leafspec_warning(command: F) -> F:
+    """Runs `command` without torch's FutureWarning on `LeafSpec`, and only that warning.
+
+    Copying a captured training step makes torch's own pytree code warn that `LeafSpec` is
+    deprecated, on every run; nothing a user of graphopt can act on.
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore",
+                message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+                category=FutureWarning,
+            )
+            return command(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _load(model: str, training: bool, paths: list[Path]) -> tuple[Capture, list[Solution]]:
+    """The captured model and its solutions."""
     from graphopt.execution.apply import read_solution_for
     from graphopt.importers import capture_model
 
     capture = capture_model(model, training=training)
     return capture, [read_solution_for(path, capture) for path in paths]
+
+
+def _note_unapplied_fusion(paths: list[Path], solutions: list[Solution]) -> None:
+    """A note for each solution whose fusion groups the run did not apply.
+
+    Printed once the command has run, so that a command refused (exit 2) prints one line.
+    """
+    for path, solution in zip(paths, solutions, strict=True):
+        if solution.n_groups:
+            typer.echo(
+                f"note: {path}: its {solution.n_groups:,} fusion groups are not applied: the "
+                "order is, and fusing is left to the compiler (predictions are the order's "
+                "without them)",
+                err=True,
+            )
+
+
+def _eager_fields(comparison: EagerComparison | None) -> dict[str, Any]:
+    """The JSON fields of a comparison with eager PyTorch; null without one.
+
+    A non-finite difference (a shape or NaN mismatch) is null too: JSON has no infinity.
+    """
+    if comparison is None:
+        return {"eager_close": None, "eager_difference": None}
+    finite = math.isfinite(comparison.difference)
+    return {
+        "eager_close": comparison.close,
+        "eager_difference": comparison.difference if finite else None,
+    }
+
+
+def _eager_words(comparison: EagerComparison | None) -> str:
+    """How the outputs compare with eager PyTorch's, with the tolerance, in a few words."""
+    from graphopt.execution.measure import EAGER_ATOL, EAGER_RTOL
+
+    if comparison is None:
+        return "no eager reference"
+    verdict = "close to" if comparison.close else "DIFFER from"
+    return (
+        f"{verdict} eager PyTorch's (max difference {comparison.difference:.1e}; tolerance "
+        f"rtol {EAGER_RTOL:g}, atol {EAGER_ATOL:g})"
+    )
 
 
 def _one_device(solutions: list[Solution], model: str, paths: list[Path], train: bool) -> None:
@@ -48,6 +126,7 @@ def _one_device(solutions: list[Solution], model: str, paths: list[Path], train:
 
 
 @user_errors
+@_without_leafspec_warning
 def apply(
     model: ModelArgument,
     solution_path: SolutionArgument,
@@ -60,18 +139,24 @@ def apply(
     """Run a 1-device solution's order on the model: reorder its captured fx program.
 
     Checks that the reordered program's outputs equal the captured program's bit for bit on
-    the example inputs, and prints the cost model's peak (persistent bytes apart).
+    the example inputs and eager PyTorch's within float reassociation (exit 1 when either
+    fails), and prints the cost model's peak (persistent bytes apart). A solution's fusion
+    groups are not applied (a note says so): fusing is the compiler's.
     """
+    if code is not None:
+        check_output(code, "--code")
     from graphopt.execution.apply import apply as apply_solution
     from graphopt.execution.apply import outputs_identical, predict, save_code
-    from graphopt.execution.measure import measure
+    from graphopt.execution.measure import compare_with_eager, eager_outputs, measure
 
     capture, (solution,) = _load(model, train, [solution_path])
     _one_device([solution], model, [solution_path], train)
     module = apply_solution(capture, solution)
+    reference = eager_outputs(capture, capture.args)
     original = measure(capture.program, capture.args, repeats=1, profile=False)
     reordered = measure(module, capture.args, repeats=1, profile=False)
     identical = outputs_identical(original.outputs, reordered.outputs)
+    eager = compare_with_eager(reordered.outputs, reference)
     if code is not None:
         save_code(module, code)
     graph = capture.graph
@@ -85,22 +170,26 @@ def apply(
         "persistent": persistent,
         "measured_live_peak": reordered.live_peak,
         "outputs_identical": identical,
+        **_eager_fields(eager),
         "code": None if code is None else str(code),
     }
+    _note_unapplied_fusion([solution_path], [solution])
     if as_json:
         print_json(result)
     else:
         typer.echo(
             f"{graph.name}: {graph.n_ops:,} ops reordered; outputs "
-            f"{'identical' if identical else 'DIFFER'}; predicted peak {predicted:,} bytes "
+            f"{'identical to' if identical else 'DIFFER from'} the captured program's, "
+            f"{_eager_words(eager)}; predicted peak {predicted:,} bytes "
             f"({persistent:,} persistent), measured live peak {reordered.live_peak:,} bytes"
             + (f"; code written to {code}" if code is not None else "")
         )
-    if not identical:
+    if not identical or (eager is not None and not eager.close):
         raise typer.Exit(1)
 
 
 @user_errors
+@_without_leafspec_warning
 def measure(
     model: ModelArgument,
     solution_paths: Annotated[
@@ -117,7 +206,8 @@ def measure(
     Per order: the cost model's peak (persistent bytes apart), the live bytes of the storages
     the program creates (a TorchDispatchMode tracker), the allocator's peak from torch.profiler
     (it also sees kernels' scratch buffers), CUDA's max_memory_allocated when present, and the
-    median time, on random inputs of the exported shapes.
+    median time, on random inputs of the exported shapes; whether the outputs equal the
+    captured program's bit for bit, and eager PyTorch's within float reassociation.
     """
     from graphopt.execution.measure import measure_orders
 
@@ -141,19 +231,28 @@ def measure(
             "cuda_peak": row.measurement.cuda_peak,
             "seconds": row.measurement.seconds,
             "outputs_identical": row.identical,
+            **_eager_fields(row.eager),
         }
         for row in rows
     ]
+    _note_unapplied_fusion(paths, solutions)
     if as_json:
         print_json({"model": model, "graph": capture.graph.name, "orders": records})
         return
     from rich.table import Table
 
-    table = Table(title=f"{capture.graph.name}: memory in bytes, persistent {rows[0].persistent:,}")
+    from graphopt.execution.measure import EAGER_ATOL, EAGER_RTOL
+
+    table = Table(
+        title=f"{capture.graph.name}: memory in bytes, persistent {rows[0].persistent:,}",
+        caption=f"vs eager: max difference to eager PyTorch's outputs (rtol {EAGER_RTOL:g}, "
+        f"atol {EAGER_ATOL:g})",
+    )
     for column in ("order", "predicted - persistent", "measured live", "allocator", "time (ms)"):
         table.add_column(column, justify="left" if column == "order" else "right")
-    table.add_column("outputs")
-    for record in records:
+    table.add_column("vs captured")
+    table.add_column("vs eager")
+    for row, record in zip(rows, records, strict=True):
         allocator = record["allocator_peak"]
         table.add_row(
             str(record["order"]),
@@ -162,11 +261,15 @@ def measure(
             "-" if allocator is None else f"{allocator:,}",
             f"{1e3 * record['seconds']:.2f}",
             "identical" if record["outputs_identical"] else "DIFFER",
+            "-"
+            if row.eager is None
+            else f"{'close' if row.eager.close else 'DIFFER'} {row.eager.difference:.1e}",
         )
     console.print(table)
 
 
 @user_errors
+@_without_leafspec_warning
 def replay(
     model: ModelArgument,
     solution_path: SolutionArgument,
@@ -175,7 +278,7 @@ def replay(
         str | None,
         typer.Option(
             help="Comma-separated torch devices, one per solution device (e.g. cuda:0,cuda:1) "
-            "[default: a logical CPU device each]."
+            "\\[default: a logical CPU device each]."
         ),
     ] = None,
     as_json: JsonFlag = False,
@@ -184,7 +287,8 @@ def replay(
 
     Transfers are copies made at the schedule's transfer events and dropped after their last
     reader; each device's measured peak of live storages stands beside the cost model's peak
-    minus that device's persistent bytes.
+    minus that device's persistent bytes. The outputs are compared with the captured program's
+    bit for bit and with eager PyTorch's within float reassociation; exits 1 when either fails.
     """
     from graphopt.execution.apply import outputs_identical
     from graphopt.execution.measure import measure
@@ -207,6 +311,7 @@ def replay(
             result.devices, result.predicted, result.persistent, result.measured, strict=True
         )
     ]
+    _note_unapplied_fusion([solution_path], [solution])
     if as_json:
         print_json(
             {
@@ -214,6 +319,7 @@ def replay(
                 "graph": capture.graph.name,
                 "devices": per_device,
                 "outputs_identical": identical,
+                **_eager_fields(result.eager),
             }
         )
     else:
@@ -222,6 +328,9 @@ def replay(
                 f"device {k} ({row['device']}): predicted {row['predicted_live_peak']:,} bytes "
                 f"above {row['persistent']:,} persistent, measured {row['measured_live_peak']:,}"
             )
-        typer.echo(f"outputs {'identical' if identical else 'DIFFER'}")
-    if not identical:
+        typer.echo(
+            f"outputs {'identical to' if identical else 'DIFFER from'} the captured program's, "
+            f"{_eager_words(result.eager)}"
+        )
+    if not identical or (result.eager is not None and not result.eager.close):
         raise typer.Exit(1)

@@ -116,6 +116,7 @@ MATRIX_TYPES = frozenset(
         "aten._scaled_dot_product_efficient_attention",
         "aten._scaled_dot_product_flash_attention",
         "aten._scaled_dot_product_flash_attention_for_cpu",
+        "aten._scaled_dot_product_flash_attention_for_cpu_backward",
         "aten.convolution_backward",
         # ONNX
         "MatMul",
@@ -129,6 +130,12 @@ MATRIX_TYPES = frozenset(
     }
 )
 HALF_DTYPES = frozenset({"float16", "bfloat16"})
+ATTENTION_BACKWARD = {
+    "aten._scaled_dot_product_flash_attention_for_cpu": False,
+    "aten._scaled_dot_product_flash_attention_for_cpu_backward": True,
+}
+"""Fused attention types priced by `attention_flops` -> whether the type is the backward (torch's
+FLOP registry prices the CUDA kernels, not these)."""
 
 _REDUCTION_TYPES = frozenset(
     {
@@ -173,11 +180,39 @@ FUSION_TYPES: dict[str, str] = {
     **dict.fromkeys(_REDUCTION_TYPES, "reduction"),
     **dict.fromkeys(MATRIX_TYPES, "contraction"),
 }
-"""The one table from op types to fusion classes (COST_MODEL.md section 7): pointwise,
+"""The one table from op types to fusion classes (docs/format.md section 13): pointwise,
 broadcast, cast and activation ops are elementwise; reductions, softmax, pooling and
 normalization statistics are reductions; matmul, convolution and attention are contractions;
 every other type (data movement, indexing, concatenation, scatter, random numbers, ...) is
 none. Core ATen ops that torch tags `pointwise` are elementwise too (`fusion_class`)."""
+
+
+def attention_flops(
+    query: tuple[int, ...],
+    key: tuple[int, ...],
+    value: tuple[int, ...],
+    *,
+    causal: bool = False,
+    backward: bool = False,
+) -> int:
+    """FLOPs of fused scaled-dot-product attention: its matrix products, as torch counts them.
+
+    Query [N, H, L, E], key [N, Hk, S, E], value [N, Hk, S, Ev] (Hk divides H: grouped-query
+    attention broadcasts key and value heads). The forward multiplies Q K^T and the weights by V,
+    2 N H (E + Ev) FLOPs per (query, key) pair; the backward recomputes the scores and runs four
+    products (gradients of the weights, V, Q and K), 2 N H (3 E + 2 Ev) per pair: 2.5 times the
+    forward when E = Ev. A causal kernel skips the pairs above the diagonal, leaving
+    sum_i min(i + 1, S) of the L S pairs (L (L + 1) / 2 when L = S). Softmax is not counted,
+    as in `torch.utils.flop_counter`.
+    """
+    n, heads, length, e = query
+    memory, e_value = key[2], value[3]
+    pairs = length * memory
+    if causal:
+        below = min(length, memory)
+        pairs = below * (below + 1) // 2 + (length - below) * memory
+    per_pair = 3 * e + 2 * e_value if backward else e + e_value
+    return 2 * n * heads * pairs * per_pair
 
 
 def fusion_class(op_type: str, pointwise: bool = False) -> str:
@@ -223,7 +258,7 @@ def compute_seconds(flops: np.ndarray, half_matrix: np.ndarray, spec: DeviceSpec
 def annotate_runtimes(graph: Graph, spec: DeviceSpec | str = DEFAULT_DEVICE) -> Graph:
     """The graph with every op's runtime set to its roofline estimate on `spec`.
 
-    It also records what fusion scoring needs (section 7): each kernel's `compute_time`
+    It also records what fusion scoring needs (section 13): each kernel's `compute_time`
     (flops / peak), each op's `fusion` class unless the importer set it (`fusion_class` of its
     type), and the graph's `kernel` (the device's memory bandwidth and launch overhead).
     """

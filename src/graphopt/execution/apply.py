@@ -1,7 +1,7 @@
 """Applying a 1-device solution to a captured PyTorch program: its fx nodes in the order.
 
 FX's generated code drops each value right after its last use, so the order of a `GraphModule`'s
-nodes sets the real lifetime of every intermediate tensor, as section 4 of the contract sets it in
+nodes sets the real lifetime of every intermediate tensor, as section 5 of the contract sets it in
 the cost model. `apply` rebuilds the program's graph with its call nodes in the schedule's order:
 - a node that became a graph op goes where the schedule puts that op;
 - a node the importer merged away (a view, a tuple `getitem`, a dropped runtime check) has no op
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import operator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,13 @@ def apply(capture: Capture, solution: Solution) -> torch.fx.GraphModule:
 
 
 def predict(capture: Capture, solution: Solution) -> Score:
-    """The cost model's score of `solution` on the captured graph (1 device)."""
-    return Scorer(capture.graph, Machine(n_devices=solution.n_devices)).score(solution)
+    """The cost model's score of `solution` on the captured graph, as the program runs it.
+
+    Without its fusion groups: the reordered program runs its ops one by one (fusing is left to
+    the compiler), so the prediction to hold it to is the order's alone.
+    """
+    unfused = replace(solution, fusion=None)
+    return Scorer(capture.graph, Machine(n_devices=solution.n_devices)).score(unfused)
 
 
 def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:

@@ -5,7 +5,10 @@ backend a torch-level graph; AOT autograd lowers it to core ATen (functionalized
 lifted to inputs, a forward and, when gradients are needed, a backward graph); each becomes a
 graphopt graph (`capture_graph_module`), is optimized on one device, and its nodes are reordered
 to the solution (`apply.reorder`). The result runs eagerly, node by node, as FX code that frees
-every value after its last use, so the order's peak is the one the cost model predicts.
+every value after its last use, so the order's peak is the one the cost model predicts. The
+decompositions are the importer's training table (core ATen less those autograd cannot trace
+through, `training_decompositions`: CPU flash attention and its backward stay fused ops), so the
+gradients are eager autograd's.
 
 With `inductor=True` the reordered ATen graph goes to Inductor (`compile_fx_inner`) instead. What
 Inductor keeps and what it re-schedules: it lowers the nodes in the order it is given and that is
@@ -27,7 +30,7 @@ import torch
 
 from graphopt.costmodels.machine import Machine
 from graphopt.execution.apply import op_order, reorder
-from graphopt.importers.torch_export import capture_graph_module
+from graphopt.importers.torch_export import capture_graph_module, training_decompositions
 from graphopt.optimize import optimize
 
 
@@ -54,7 +57,6 @@ def backend(
         The backend callable (`torch.compile(model, backend=...)`); its `solutions` list
         records each compiled graph's (name, graph, solution) for inspection.
     """
-    from torch._decomp import core_aten_decompositions
     from torch._functorch.aot_autograd import aot_module_simplified
 
     counter = itertools.count()
@@ -88,8 +90,8 @@ def backend(
         from torch._inductor.decomposition import select_decomp_table
 
         decompositions = select_decomp_table()
-    else:
-        decompositions = core_aten_decompositions()
+    else:  # the training step's table: AOT autograd decomposes below autograd as make_fx does
+        decompositions = training_decompositions()
 
     def compile_graph(module: torch.fx.GraphModule, inputs: list[Any]) -> Callable[..., Any]:
         return aot_module_simplified(

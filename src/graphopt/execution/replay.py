@@ -3,20 +3,26 @@
 Each op event runs its fx node on its device with the copies of its inputs that live there; each
 transfer event copies a tensor to its destination (`.to(device)`, or a `clone` when the devices
 are logical CPU devices that share one memory); and every copy is dropped right after its last
-reader, as section 4 of the contract frees it (a graph output's home copy is kept to the end). A
+reader, as section 5 of the contract frees it (a graph output's home copy is kept to the end). A
 `LiveBytes` tracker attributes every storage an op or a copy creates to the device it runs on, so
 each device's measured peak stands beside the cost model's prediction for it.
 
 Nodes the importer merged into others (views, tuple getitems) are evaluated on the device that
-reads them, from the copy there, when first needed, and dropped with the copy they view. The
-replay is sequential: it checks memory and values, not time.
+reads them, from the copy there, when first needed, and dropped with the copy they view. A
+placeholder is the storage it lives in, as the importer counts it: its transfer copies that
+storage once, and every placeholder on it (a tied weight's other name, a buffer that views
+another) becomes a view of the copy. The replay is sequential: it checks memory and values, not
+time; its outputs are also compared with eager PyTorch's on the module
+(`measure.EagerComparison`). A solution's fusion groups are not applied (fusing is the
+compiler's, as in `apply`): their ops run one by one in the solution's order, and the predicted
+peaks are those of the same solution without groups.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -27,7 +33,14 @@ from graphopt.costmodels._reference import persistent_per_device, reference_rele
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.errors import SolutionError
-from graphopt.execution.measure import LiveBytes, detached, running
+from graphopt.execution.measure import (
+    EagerComparison,
+    LiveBytes,
+    compare_with_eager,
+    detached,
+    eager_outputs,
+    running,
+)
 from graphopt.importers.torch_export import Capture
 from graphopt.ir.solution import Solution
 
@@ -43,6 +56,8 @@ class Replay:
         persistent: [d] bytes of persistent tensors homed on each device (resident before the
             program starts, so not among the measured storages).
         outputs: the program's outputs, in the structure the captured program returns.
+        eager: those outputs against eager PyTorch's on the module, from the same arguments and
+            seed (None: the capture has no module to run).
     """
 
     devices: tuple[str, ...]
@@ -50,6 +65,7 @@ class Replay:
     predicted: tuple[int, ...]
     persistent: tuple[int, ...]
     outputs: Any
+    eager: EagerComparison | None = None
 
 
 def replay(
@@ -63,7 +79,8 @@ def replay(
 
     Args:
         capture: the program and its graph.
-        solution: a valid solution of `capture.graph` on any number of devices.
+        solution: a valid solution of `capture.graph` on any number of devices; its fusion
+            groups, if any, are not applied (their ops run one by one).
         devices: a torch device per logical device (default: "cpu" for each).
         args: the program's inputs (default: `capture.args`).
         seed: torch's random seed for the run (as `measure` seeds it), restored afterwards.
@@ -75,8 +92,11 @@ def replay(
     devices = tuple(devices) if devices is not None else ("cpu",) * d
     if len(devices) != d:
         raise SolutionError(f"the solution uses {d} devices, {len(devices)} were given")
+    solution = replace(solution, fusion=None)
     score = Scorer(graph, Machine(n_devices=d)).score(solution)
-    runner = _Runner(capture, solution, devices, detached(capture.args if args is None else args))
+    args = capture.args if args is None else args
+    eager = eager_outputs(capture, args, seed)
+    runner = _Runner(capture, solution, devices, detached(args))
     with torch.enable_grad(), torch.random.fork_rng(), LiveBytes(d) as live, running():
         torch.manual_seed(seed)
         runner.live = live
@@ -88,6 +108,7 @@ def replay(
         score.peak_memory_per_device,
         tuple(int(p) for p in persistent),
         outputs,
+        compare_with_eager(outputs, eager),
     )
 
 
@@ -110,13 +131,21 @@ class _Runner:
         self.live: LiveBytes | None = None
         self.own = set(capture.op_nodes.values())  # nodes that are graph ops of their own
         self.merged = {name for name in capture.node_ops if name not in self.own}
-        placeholders = [n for n in capture.program.graph.nodes if n.op == "placeholder"]
-        leaves = tree_flatten(args)[0]
-        for node, value in zip(placeholders, leaves, strict=True):
-            home = self.place[self.graph.op_ids[capture.node_ops[node.name]]]
-            if isinstance(value, torch.Tensor):  # resident before the run, so not measured
-                value = value.to(devices[home])
-            self.copies[(node.name, 0, home)] = value
+        self.storage_of: dict[str, list[str]] = {}  # a source's placeholder -> all on its storage
+        for alias, held in capture.aliases.items():
+            self.storage_of.setdefault(held, [held]).append(alias)
+        placeholders = [n.name for n in capture.program.graph.nodes if n.op == "placeholder"]
+        values = dict(zip(placeholders, tree_flatten(args)[0], strict=True))
+        for name in placeholders:
+            if name in capture.aliases:
+                continue  # placed with the placeholder that holds its storage
+            home = self.place[self.graph.op_ids[capture.node_ops[name]]]
+            members = self.storage_of.get(name, [name])
+            placed = [values[member] for member in members]
+            if isinstance(values[name], torch.Tensor):  # resident before the run: not measured
+                placed = _on_one_storage(placed, devices[home], copy=False)
+            for member, value in zip(members, placed, strict=True):
+                self.copies[(member, 0, home)] = value
         self.value_of = {  # graph tensor index -> (node, output index)
             self.graph.tensor_ids[name]: value for name, value in capture.tensor_values.items()
         }
@@ -179,7 +208,13 @@ class _Runner:
         self.live.device = device
         target = self.devices[device]
         same = torch.device(target) == source.device
-        self.copies[(name, index, device)] = source.clone() if same else source.to(target)
+        if self.nodes[name].op != "placeholder":
+            self.copies[(name, index, device)] = source.clone() if same else source.to(target)
+            return
+        members = self.storage_of.get(name, [name])
+        homed = [self.copies[(member, 0, home)] for member in members]
+        for member, value in zip(members, _on_one_storage(homed, target, same), strict=True):
+            self.copies[(member, 0, device)] = value
 
     def _propagate_write(self, written: str, device: int) -> None:
         """Copies what an op wrote in place on `device` into every other copy of the storage.
@@ -201,9 +236,10 @@ class _Runner:
 
     def _drop(self, t: int, device: int) -> None:
         name, index = self.value_of[t]
-        self.copies.pop((name, index, device), None)
-        for key in [k for k in self.views if k[1] == device and self._rooted(k[0], name)]:
-            del self.views[key]
+        for member in self.storage_of.get(name, [name]):
+            self.copies.pop((member, index, device), None)
+            for key in [k for k in self.views if k[1] == device and self._rooted(k[0], member)]:
+                del self.views[key]
 
     def _rooted(self, merged: str, name: str) -> bool:
         """Whether merged node `merged` views (through merged nodes) the value of node `name`."""
@@ -222,7 +258,7 @@ class _Runner:
         """The value of `node` on `device`: a copy there, or a merged node evaluated from one."""
         if node.name in self.capture.writes:
             return self._value(self.nodes[self.capture.writes[node.name]], device)
-        if node.name in self.own:
+        if node.name in self.own or node.op == "placeholder":
             return self._copy(node, 0, device)
         if node.target is operator.getitem:
             source = node.args[0]
@@ -243,3 +279,21 @@ class _Runner:
                 f"fx node '{node.name}' has no copy on device {device} when it is read"
             )
         return self.copies[key]
+
+
+def _on_one_storage(values: list[torch.Tensor], target: str, copy: bool) -> list[torch.Tensor]:
+    """`values`, views of one storage, as views of that storage on `target`.
+
+    The storage moves whole and once (with `copy`, it is copied even onto its own device, as
+    a transfer between logical CPU devices is), so its bytes are the graph tensor's.
+    """
+    first = values[0]
+    elements = first.untyped_storage().nbytes() // first.element_size()
+    flat = first.as_strided((elements,), (1,), 0)
+    moved = flat.clone() if copy else flat.to(target)
+    return [
+        (moved if value.dtype == moved.dtype else moved.view(value.dtype)).as_strided(
+            value.size(), value.stride(), value.storage_offset()
+        )
+        for value in values
+    ]

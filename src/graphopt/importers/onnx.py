@@ -1,4 +1,4 @@
-"""ONNX importer: an ONNX model becomes a `graphopt.graph/1` graph (COST_MODEL.md section 1).
+"""ONNX importer: an ONNX model becomes a `graphopt.graph/1` graph (docs/format.md section 1).
 
 The model is loaded without its external data and run through ONNX shape inference, so every size
 comes from static shapes and dtypes, never from weight bytes: a model whose external data file is
@@ -6,12 +6,14 @@ missing still imports. Then one pass over the (topologically sorted) nodes build
 
 - Initializers, graph inputs and `Constant` nodes become source ops (`kind` = "parameter",
   "input" or "constant") that each produce one persistent tensor, as the contract asks for
-  weights and inputs (section 4: no schedule may pretend to load them late).
+  weights and inputs (section 5: no schedule may pretend to load them late). Initializers whose
+  external data names the same bytes (file, offset, length), as a tied weight saved under two
+  names is, are one tensor: the later names alias the first, as an `Identity` would.
 - Alias ops (`ALIAS_OPS`) do not allocate: their output is merged into their data input, so a
   reshape chain is counted once, as the PyTorch importer does for views.
 - Every other node becomes one op with `type`, `flops` (`FLOP_FORMULAS`), `bytes_accessed` (the
   bytes of its distinct inputs and outputs) and `dtype`, and each named output one tensor.
-- The graph's outputs are `output` tensors (section 4: held until the program ends); an output
+- The graph's outputs are `output` tensors (section 5: held until the program ends); an output
   that is a weight or an input is resident throughout already.
 
 Runtimes are then the roofline estimates of `graphopt.costmodels.roofline` on the chosen device.
@@ -468,6 +470,7 @@ class _GraphReader:
         self.tensor_of: dict[str, int] = {}
         self.shape_of: dict[str, Shape] = {}
         self.returned: set[int] = set()
+        self.stored: dict[tuple[str, str, str], int] = {}  # external bytes -> tensor
 
     def read(self, graph: GraphProto) -> None:
         """Adds the sources, then every node in order, then checks the graph outputs exist."""
@@ -477,7 +480,17 @@ class _GraphReader:
                     f"initializer '{initializer.name}' is defined twice (ONNX values are "
                     "assigned once)"
                 )
+            stored = _external_bytes(initializer)
+            if stored in self.stored:
+                held = self.tensor_of[initializer.name] = self.stored[stored]
+                self.shape_of[initializer.name] = tuple(initializer.dims)
+                self.ops[self.tensors[held].producer][1].setdefault("aliases", []).append(
+                    initializer.name
+                )
+                continue
             self._add_source(initializer.name, "parameter", initializer=initializer)
+            if stored is not None:
+                self.stored[stored] = self.tensor_of[initializer.name]
         for sparse in graph.sparse_initializer:
             dense = TensorProto(name=sparse.values.name, data_type=sparse.values.data_type)
             dense.dims.extend(sparse.dims)
@@ -669,6 +682,16 @@ def _dtype(elem_type: int, where: str) -> tuple[str, int]:
             "static size)"
         )
     return _DTYPES[elem_type]
+
+
+def _external_bytes(initializer: TensorProto) -> tuple[str, str, str] | None:
+    """(file, offset, length) of an initializer's external data, as written; None when inline."""
+    if initializer.data_location != TensorProto.EXTERNAL:
+        return None
+    entries = {entry.key: entry.value for entry in initializer.external_data}
+    if "location" not in entries:
+        return None
+    return entries["location"], entries.get("offset", "0"), entries.get("length", "")
 
 
 def _node_label(node: NodeProto, index: int) -> str:

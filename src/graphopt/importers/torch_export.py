@@ -3,15 +3,19 @@
 Inference graphs come from `torch.export.export` (eval mode, `torch.no_grad()`, static shapes)
 decomposed to core ATen with `run_decompositions()`; training steps (forward, backward and a plain
 SGD update, no optimizer state) from `make_fx(..., tracing_mode="fake")` of
-`torch.func.functional_call` + `torch.autograd.grad`, decomposed the same way
-(not functionalized: in-place ops such as batch norm's counter and dropout's mask stay).
+`torch.func.functional_call` + `torch.autograd.grad`, decomposed by the same table less the
+entries autograd cannot trace through (`training_decompositions`: CPU flash attention stays one
+op, with its own backward), not functionalized (in-place ops such as batch norm's counter and
+dropout's mask stay).
 Either way nothing runs: every shape comes from fake tensors in `node.meta["val"]`.
 
-Conversion rules (COST_MODEL.md section 1):
+Conversion rules (docs/format.md section 1):
 - one op per call node; its outputs are its tensors, sized shape x dtype item size, one per element
   of a tuple result (`getitem` nodes are folded into the producer);
 - parameters, buffers, constants and user inputs (from the graph signature) are source ops with one
-  persistent tensor each;
+  persistent tensor per storage, sized by the storage's bytes: a source whose storage an earlier
+  one holds (a head tied to its embedding, one weight under two names, a buffer that views
+  another) adds no op, and its readers read that tensor, so a storage is counted once;
 - ops whose schema says they return a view of an input (`Tensor(a)` returns) allocate nothing:
   they are merged into the tensor they alias, so memory is never counted twice; in-place ops
   (`Tensor(a!)`) run as ops but write into their input, and their readers also depend on them
@@ -60,14 +64,18 @@ import torch
 from torch.fx import Graph as FxGraph
 from torch.fx import Node
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from graphopt._messages import raised
 from graphopt.costmodels.roofline import (
+    ATTENTION_BACKWARD,
     DEFAULT_DEVICE,
     DeviceSpec,
     annotate_runtimes,
+    attention_flops,
     fusion_class,
 )
 from graphopt.errors import ModelImportError
@@ -77,6 +85,14 @@ from graphopt.ir.graph import Graph
 Loss = Callable[[Any, tuple[torch.Tensor, ...]], torch.Tensor]
 
 _DROPPED = ("_assert", "sym_constrain_range", "_functional_assert")
+_AUTOGRAD_UNSAFE = frozenset({"aten._scaled_dot_product_flash_attention_for_cpu.default"})
+"""The default table's decompositions whose outputs are not the op's (count, shape or dtype).
+
+Found by running every entry against its op on torch 2.13's OpInfo samples (the 195 entries they
+reach: this one alone differs; `empty_like` and `new_empty` only in uninitialized values); of
+the entries no sample reaches, the CompositeImplicitAutograd ones are the op's own code, and the
+rest are out= and CUDA variants or were checked by hand (`_weight_norm_interface`,
+`_fused_rms_norm`, `_euclidean_dist`). The test models' calls are checked on every test run."""
 _QUIET_LEVEL = logging.CRITICAL + 1
 """Above every level torch logs at: what `_quiet_torch` sets its loggers to."""
 _SOFTMAX_AND_NORMS = (
@@ -147,6 +163,13 @@ class Capture:
             is that storage, not a value of its own).
         mutates: every node that writes inputs in place -> those input nodes (in-place ops,
             and ops such as batch norm that update an input and return something else).
+        aliases: every placeholder whose storage an earlier placeholder's op holds (a tied
+            weight, a buffer that views another) -> that placeholder; it is no op of its own.
+        eager: what the program computes, run in eager PyTorch on the module itself (its own
+            kernels and autograd, nothing decomposed) from the same arguments: `eager(args)`
+            returns what `program(*args)` returns, None at the outputs it does not compute (an
+            exported program's buffer updates). The reference for the program's values; None
+            for a program captured without its module (torch.compile's graphs).
     """
 
     graph: Graph
@@ -158,6 +181,8 @@ class Capture:
     tensor_values: Mapping[str, tuple[str, int]]
     writes: Mapping[str, str]
     mutates: Mapping[str, tuple[str, ...]]
+    aliases: Mapping[str, str]
+    eager: Callable[[tuple[Any, ...]], Any] | None = None
 
 
 class _Conversion:
@@ -180,6 +205,8 @@ class _Conversion:
         self.readers: dict[int, list[int]] = {}
         self.last_write: dict[int, tuple[int, int]] = {}
         self.last_random: int | None = None
+        self.storages: dict[StorageWeakRef, int] = {}  # a source's storage -> its tensor
+        self.aliases: dict[str, str] = {}
 
     def add_op(self, node: Node | None, label: str, **attrs: Any) -> int:
         """Adds the op of `node` (None: an op with no node, like an fx module's parameter)."""
@@ -197,6 +224,18 @@ class _Conversion:
         if node is not None:
             self.tensor_values[self.builder.tensor_names[tensor]] = (node.name, index)
         return tensor
+
+    def alias(self, node: Node | None, label: str, tensor: int) -> _Value:
+        """A source whose storage persistent `tensor` already holds: its readers read that."""
+        builder = self.builder
+        op = builder.tensor_producer[tensor]
+        builder.op_attrs[op].setdefault("aliases", []).append(label)
+        if node is not None:
+            self.node_ops[node.name] = builder.op_names[op]
+            held = self.tensor_values.get(builder.tensor_names[tensor])
+            if held is not None:
+                self.aliases[node.name] = held[0]
+        return _Value([[tensor]])
 
     def merge(self, node: Node, into: Node | None) -> None:
         """Records a node that became no op of its own, belonging to `into`'s op."""
@@ -265,7 +304,7 @@ def import_module(
     """The inference graph of `module` on `example_inputs`, costed for `device`.
 
     Args:
-        module: the model; put in eval mode (and left so).
+        module: the model; traced in eval mode (each submodule's mode restored afterwards).
         example_inputs: positional tensors with the static shapes to import at.
         name: graph name (default: the module's class name).
         device: roofline device spec name or object for the runtimes.
@@ -276,10 +315,10 @@ def import_module(
         ModelImportError: the exporter's reason in one line, with a hint.
     """
     if method == "fx":
-        module.eval()
         inputs = tuple(example_inputs)
         name = name or type(module).__name__
-        with _quiet_torch():
+        with _modes_kept(module), _quiet_torch():
+            module.eval()
             builder = _trace_fx(module, inputs, name)
         return annotate_runtimes(builder.build(), device)
     if method != "export":
@@ -300,11 +339,11 @@ def capture_module(
     Raises:
         ModelImportError: the exporter's reason in one line, with a hint.
     """
-    module.eval()
     inputs = tuple(example_inputs)
     name = name or type(module).__name__
     try:
-        with torch.no_grad(), _quiet_torch():
+        with _modes_kept(module), torch.no_grad(), _quiet_torch():
+            module.eval()
             program = torch.export.export(module, inputs, strict=strict).run_decompositions()
     except Exception as error:  # the exporter raises many unrelated types
         raise ModelImportError(
@@ -330,7 +369,18 @@ def capture_module(
         for i, spec in enumerate(program.graph_signature.input_specs)
         if spec.kind.name == "USER_INPUT"
     )
-    return _capture(conversion, program.graph_module, tuple(args), positions, device)
+    returned = tuple(
+        spec.kind.name == "USER_OUTPUT" for spec in program.graph_signature.output_specs
+    )
+
+    def eager(args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The module in eval mode without gradients, its outputs where the program's are."""
+        with _modes_kept(module), torch.no_grad():
+            module.eval()
+            outputs = iter(tree_leaves(module(*(args[i] for i in positions))))
+        return tuple(next(outputs) if user else None for user in returned)
+
+    return _capture(conversion, program.graph_module, tuple(args), positions, device, eager)
 
 
 def capture_graph_module(
@@ -357,6 +407,7 @@ def _capture(
     args: tuple[Any, ...],
     inputs: tuple[int, ...],
     device: str | DeviceSpec,
+    eager: Callable[[tuple[Any, ...]], Any] | None = None,
 ) -> Capture:
     graph = annotate_runtimes(conversion.builder.build(), device)
     return Capture(
@@ -369,6 +420,8 @@ def _capture(
         conversion.tensor_values,
         conversion.writes,
         conversion.mutates,
+        conversion.aliases,
+        eager,
     )
 
 
@@ -384,7 +437,7 @@ def import_training_step(
     """The graph of one training step: forward, loss, backward and an SGD update of every parameter.
 
     Args:
-        module: the model; traced in train mode (restored to eval afterwards).
+        module: the model; traced in train mode (each submodule's mode restored afterwards).
         example_inputs: positional tensors with static shapes.
         loss: scalar loss from (output, inputs); default the mean of the output (of its first
             item when it is a tuple, list or dict).
@@ -437,22 +490,18 @@ def capture_training_step(
         updated = [params[key] - learning_rate * g for key, g in zip(trainable, grads, strict=True)]
         return (value, *updated)
 
-    module.train()
     spans: list[tuple[int, str | None]] = []
     try:
-        with _recording_module_spans(module, spans), _quiet_torch():
+        with _modes_kept(module), _recording_module_spans(module, spans), _quiet_torch():
+            module.train()
             traced = make_fx(
-                step,
-                decomposition_table=torch.export.default_decompositions(),
-                tracing_mode="fake",
+                step, decomposition_table=training_decompositions(), tracing_mode="fake"
             )(params, buffers, *inputs)
     except Exception as error:  # the tracer raises many unrelated types
         raise ModelImportError(
             f"tracing the training step of {name} failed: {raised(error)} "
             "(hint: import the inference graph, or simplify the loss)"
         ) from None
-    finally:
-        module.eval()
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     labels = (
         [("parameter", key) for key in params]
@@ -464,7 +513,42 @@ def capture_training_step(
     conversion = _convert(traced.graph, kinds, name, {"source": "make_fx", "training": True})
     detached = {key: value.detach() for key, value in params.items()}
     args = (detached, dict(buffers), *inputs)
-    return _capture(conversion, traced, args, tuple(range(2, len(args))), device)
+
+    def eager(args: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
+        """The same step on real tensors: the module's own kernels and autograd, in train mode."""
+        given, given_buffers, *given_inputs = args
+        leaves = {
+            key: value.detach().requires_grad_(key in trainable) for key, value in given.items()
+        }
+        with _modes_kept(module), torch.enable_grad():
+            module.train()
+            return tuple(value.detach() for value in step(leaves, given_buffers, *given_inputs))
+
+    return _capture(conversion, traced, args, tuple(range(2, len(args))), device, eager)
+
+
+def training_decompositions() -> dict[Any, Callable[..., Any]]:
+    """torch.export's default decompositions less those autograd cannot trace through.
+
+    make_fx and AOT autograd decompose below autograd, which still records the op's own
+    backward, fed with what the decomposition returned. A decomposition must then return the
+    op's outputs; CPU flash attention's returns the attention weights [N, H, L, S] where the op
+    returns the logsumexp [N, H, L] its backward reads, and the backward computes garbage. Those
+    ops (`_AUTOGRAD_UNSAFE`) stay whole, and their own backward runs.
+    """
+    table = torch.export.default_decompositions()
+    return {op: rule for op, rule in table.items() if str(op) not in _AUTOGRAD_UNSAFE}
+
+
+@contextlib.contextmanager
+def _modes_kept(module: torch.nn.Module) -> Iterator[None]:
+    """Restores the train/eval mode of `module` and of each of its submodules afterwards."""
+    modes = [(submodule, submodule.training) for submodule in module.modules()]
+    try:
+        yield
+    finally:
+        for submodule, training in modes:
+            submodule.training = training
 
 
 @contextlib.contextmanager
@@ -614,12 +698,21 @@ def _source(conversion: _Conversion, node: Node, kind: str, label: str) -> _Valu
 def _source_op(
     conversion: _Conversion, node: Node | None, label: str, kind: str, value: torch.Tensor
 ) -> _Value:
-    """A source op (parameter, buffer, input) producing one persistent tensor."""
+    """A source op (parameter, buffer, input) producing one persistent tensor: its storage.
+
+    What stays resident is the storage, not the view a name gives of it, so the tensor has the
+    storage's bytes, and a later source on the same storage is an alias of it (`alias`).
+    """
     builder = conversion.builder
+    storage = StorageWeakRef(value.untyped_storage())
+    if storage in conversion.storages:
+        return conversion.alias(node, label, conversion.storages[storage])
     op = conversion.add_op(node, label, kind=kind)
     tensor_label = f"{builder.op_names[op]}:0"
-    size = _nbytes(value, tensor_label)
+    _nbytes(value, tensor_label)  # refuses a dynamic shape, naming the tensor
+    size = int(value.untyped_storage().nbytes())
     tensor = conversion.add_value(node, 0, tensor_label, size, op, persistent=True, **_meta(value))
+    conversion.storages[storage] = tensor
     return _Value([[tensor]])
 
 
@@ -814,7 +907,15 @@ def _fallback_rule(func: Any) -> str:
 
 
 def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
-    """The FLOP formula of torch for an ATen op where it has one; otherwise the fallback rules."""
+    """The FLOP formula of torch for an ATen op where it has one; otherwise the fallback rules.
+
+    Fused CPU attention, which torch's registry lacks, is priced by `attention_flops`.
+    """
+    backward = ATTENTION_BACKWARD.get(_op_type(func))
+    if backward is not None:
+        bound = _bound_arguments(func, args, kwargs)
+        shapes = [tuple(bound[name].shape) for name in ("query", "key", "value")]
+        return attention_flops(*shapes, causal=bool(bound["is_causal"]), backward=backward)
     packet = getattr(func, "overloadpacket", None)
     if packet is not None and packet in flop_registry:
         return int(flop_registry[packet](*args, **kwargs, out_val=out))
@@ -828,6 +929,17 @@ def _flops(func: Any, args: Any, kwargs: Any, out: Any) -> int:
     if first is None:
         return 0
     return 5 * first.numel() if rule == "norm" else first.numel()
+
+
+def _bound_arguments(func: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+    """An ATen call's arguments by schema name, defaults filled in."""
+    bound = {}
+    for position, argument in enumerate(func._schema.arguments):
+        if position < len(args):
+            bound[argument.name] = args[position]
+        else:
+            bound[argument.name] = kwargs.get(argument.name, argument.default_value)
+    return bound
 
 
 class _FlopCounter(TorchDispatchMode):
@@ -877,8 +989,9 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     try:
+        propagation = CountingShapeProp(traced, fake_mode=mode)
         with torch.no_grad():
-            CountingShapeProp(traced, fake_mode=mode).propagate(*inputs)
+            propagation.propagate(*inputs)
     except Exception as error:  # shape propagation runs arbitrary module code
         where = f" at op '{failures[0][0].name}'" if failures else ""
         reason = failures[0][1] if failures else error
@@ -888,7 +1001,12 @@ def _trace_fx(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], name: s
 
     conversion = _Conversion(name, {"source": "torch.fx"})
     builder, values = conversion.builder, conversion.values
-    owned = dict(traced.named_parameters()) | dict(traced.named_buffers())
+    # Every name of every tensor, as the fake copy `get_attr` nodes read holds it: a tied
+    # weight's second name then reaches the same storage, so the source op is shared.
+    fake = propagation.fake_module
+    owned = dict(fake.named_parameters(remove_duplicate=False)) | dict(
+        fake.named_buffers(remove_duplicate=False)
+    )
     parameters: dict[str, _Value] = {}
     for node in traced.graph.nodes:
         if node.op == "placeholder":
@@ -952,8 +1070,6 @@ def _bytes_accessed(node: Node, outputs: list[torch.Tensor]) -> int:
 
 def _shares_storage(results: list[Any], node: Node) -> Node | None:
     """The input node whose storage the (first) result views, if any (fx fallback's views)."""
-    from torch.multiprocessing.reductions import StorageWeakRef
-
     first = results[0] if results else None
     if not isinstance(first, torch.Tensor):
         return None
