@@ -5,9 +5,11 @@ memory at every step. `compare_solutions` overlays several solutions' memory, on
 device, over the fraction of the schedule, so that schedules of different lengths line up. Both
 draw a `costmodels.profile.MemoryProfile`, whose numbers are the scorer's.
 
-Memory is drawn over schedule steps, not seconds: COST_MODEL.md 4 measures it once per event, in
-the order of the schedule, and several devices' events overlap in time. matplotlib is imported on
-first use with the Agg backend, so no display is needed and nothing else pays for it.
+Memory is drawn over schedule steps, not seconds: docs/format.md section 5 measures it once per
+step, in the order of the schedule, and several devices' steps overlap in time. A step is one event,
+or the ops of one fusion group, which run as one kernel (section 13): one bar, one memory step.
+matplotlib is imported on first use with the Agg backend, so no display is needed and nothing else
+pays for it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ WIDTH = 12.0
 """Figure width in inches; heights grow with the lanes and panels, in steps of 0.5 inch so that
 a PNG's pixel size is exactly the figure size times DPI."""
 TRANSFER_COLOR = "0.55"
+GROUP_EDGE = "black"
+"""Outline of a fusion group's bar, which stands for several ops."""
 LABEL_POINTS = 7.0
 """Font size of the names on Gantt bars; a name is drawn only where the bar is wide enough."""
 _METADATA = {"png": {}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
@@ -119,25 +123,33 @@ def _save(figure: Any, path: Path) -> None:
         plt.close(figure)
 
 
-def _event_names(graph: Graph, profile: MemoryProfile) -> list[str]:
-    names = []
-    for code in profile.order.tolist():
-        if code < graph.n_ops:
-            names.append(graph.op_names[code])
-        else:
-            tensor = (code - graph.n_ops) // profile.n_devices
-            names.append(graph.tensor_names[tensor])
-    return names
-
-
 def _short(name: str) -> str:
     """The last part of a dotted or slashed name (a module path's leaf)."""
     return name.replace("/", ".").rstrip(".").rsplit(".", 1)[-1] or name
 
 
-def _label(axes: Any, x: float, row: int, name: str, room: float, color: str) -> None:
-    """Writes the event's name (or its last part) on its bar when `room` points hold it."""
-    for text in dict.fromkeys((name, _short(name))):
+def _step_labels(graph: Graph, profile: MemoryProfile) -> list[tuple[str, ...]]:
+    """What each step's bar may say, longest first.
+
+    An op or a transfer: its name and that name's last part; a fusion group: its op count, as its
+    ops' names would not fit one bar.
+    """
+    labels = []
+    for code, ops in zip(profile.order.tolist(), profile.ops.tolist(), strict=True):
+        if ops > 1:
+            labels.append((f"{ops} fused ops", f"{ops} ops"))
+            continue
+        if code < graph.n_ops:
+            name = graph.op_names[code]
+        else:
+            name = graph.tensor_names[(code - graph.n_ops) // profile.n_devices]
+        labels.append((name, _short(name)))
+    return labels
+
+
+def _label(axes: Any, x: float, row: int, texts: tuple[str, ...], room: float, color: str) -> None:
+    """Writes the first of `texts` that `room` points hold on the step's bar, if any."""
+    for text in dict.fromkeys(texts):
         if room >= 0.6 * LABEL_POINTS * len(text) + 4:
             axes.text(
                 x,
@@ -153,12 +165,11 @@ def _label(axes: Any, x: float, row: int, name: str, room: float, color: str) ->
 
 
 def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: float) -> None:
-    """Draws when each event runs: a lane per device, then one per destination of async copies.
+    """Draws when each step runs: a lane per device, then one per destination of async copies.
 
     Ops are bars in their device's colour and sync transfers hatched grey on their destination's
-    lane; async copies, which occupy no device, are thin pale bars on their own lanes. Each event
-    is one bar, so a group of ops that runs as one kernel (fusion, once solutions carry it) would
-    be one bar given one entry in the profile.
+    lane; async copies, which occupy no device, are thin pale bars on their own lanes. A fusion
+    group runs as one kernel, so it is one bar, outlined and labelled with its op count.
     """
     from matplotlib.patches import Patch
 
@@ -176,23 +187,26 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
     )
     # Points of axes width per unit of time, for whether a name fits on its bar.
     points = WIDTH * 72 * 0.88 / (span / scale if span > 0 else 1.0)
-    names = _event_names(graph, profile)
-    edge = "white" if profile.n_events <= 400 else "none"
+    labels = _step_labels(graph, profile)
+    edge = "white" if profile.n_steps <= 400 else "none"
+    fused = profile.ops > 1
+    kinds = {"op": profile.is_op & ~fused, "group": fused, "transfer": ~profile.is_op}
     for row in range(d + len(copy_lanes)):
         copies = row >= d
         height = 0.45 if copies else 0.8
-        for transfers in (False, True):
-            chosen = np.flatnonzero((lane == row) & (profile.is_op != transfers))
+        for kind, members in kinds.items():
+            chosen = np.flatnonzero((lane == row) & members)
             if not chosen.size:
                 continue
+            transfers = kind == "transfer"
             color = TRANSFER_COLOR if transfers else _color(row)
             lasting = chosen[finish[chosen] > start[chosen]]
             axes.broken_barh(
                 list(zip(start[lasting], finish[lasting] - start[lasting], strict=True)),
                 (row - height / 2, height),
                 facecolors=color,
-                edgecolors="0.3" if transfers else edge,
-                linewidth=0.4,
+                edgecolors={"op": edge, "group": GROUP_EDGE, "transfer": "0.3"}[kind],
+                linewidth=1.2 if kind == "group" else 0.4,
                 hatch="////" if transfers else None,
                 alpha=0.6 if copies else 1.0,
             )
@@ -209,7 +223,7 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
             for i in lasting:
                 room = (finish[i] - start[i]) * points
                 text_color = "black" if transfers else "white"
-                _label(axes, (start[i] + finish[i]) / 2, row, names[i], room, text_color)
+                _label(axes, (start[i] + finish[i]) / 2, row, labels[i], room, text_color)
     labels = [f"dev {k}" for k in range(d)] + [f"copies to dev {k}" for k in copy_lanes]
     axes.set_yticks(range(len(labels)), labels)
     axes.set_ylim(len(labels) - 0.5, -0.5)
@@ -217,6 +231,15 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
     axes.set_xlabel(f"time ({unit})")
     axes.grid(axis="x", alpha=0.3)
     handles = [Patch(facecolor=_color(0), label="op (in its device's colour)")]
+    if fused.any():
+        handles.append(
+            Patch(
+                facecolor=_color(0),
+                edgecolor=GROUP_EDGE,
+                linewidth=1.2,
+                label="fusion group (one kernel; its op count on it)",
+            )
+        )
     if not profile.is_op.all():
         what = (
             "copy (async: occupies no device)"
@@ -236,7 +259,7 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
 
 def _draw_memory(axes: Any, profile: MemoryProfile) -> None:
     """Each device's memory per step, its persistent floor shaded, its peak marked."""
-    n = profile.n_events
+    n = profile.n_steps
     top = max(profile.peak_memory, 1)
     capacity = profile.capacity
     shown = capacity is not None and capacity <= 2 * top
@@ -298,7 +321,8 @@ def _draw_memory(axes: Any, profile: MemoryProfile) -> None:
     axes.set_xlim(0, max(n, 1))
     axes.set_ylim(0, max(top, capacity if shown else 0) * 1.15 / scale)
     axes.set_xlabel(
-        "schedule step (position in the order: memory is measured once per event, COST_MODEL.md 4)"
+        "schedule step (an event, or a fusion group's ops: memory is measured once per step, "
+        "docs/format.md sections 5 and 13)"
     )
     axes.set_ylabel(f"memory ({unit})")
     axes.grid(alpha=0.3)
@@ -342,7 +366,7 @@ def compare_solutions(
         for i, (label, profile) in enumerate(profiles):
             color = _color(i)
             style = styles[(i // 10) % len(styles)]
-            n = profile.n_events
+            n = profile.n_steps
             edges = np.arange(n + 1) / max(n, 1)
             fullest = int(np.argmax(profile.peak_memory_per_device))
             for k in range(profile.n_devices):
@@ -378,7 +402,8 @@ def compare_solutions(
             ax.grid(alpha=0.3)
         axes[0].legend(loc="upper left", fontsize=8, framealpha=0.85)
         axes[-1].set_xlabel(
-            "fraction of the schedule (step / events; memory is measured once per event, "
-            "COST_MODEL.md 4); ▼ each device's peak"
+            "fraction of the schedule (step / steps; memory is measured once per step: an "
+            "event, or a fusion group's ops, docs/format.md sections 5 and 13); ▼ each "
+            "device's peak"
         )
         _save(figure, path)

@@ -16,6 +16,8 @@ from graphopt.cli.common import (
     SolutionDevicesOption,
     SolutionLatencyOption,
     SolutionModeOption,
+    check_output,
+    count,
     print_json,
     user_errors,
 )
@@ -87,8 +89,10 @@ def plot(
 
     The machine is the one `score` uses (the options, else the solution's `machine` field, else
     the defaults), so the bars' times add up to the makespan `score` reports and the memory
-    peaks are its peaks. In async mode transfers occupy no device and get lanes of their own.
+    peaks are its peaks. In async mode transfers occupy no device and get lanes of their own; a
+    fusion group is one bar, labelled with its op count, and one memory step.
     """
+    check_output(output, "-o")
     from graphopt.ir.io import read_graph
     from graphopt.pictures import picture_format, plot_solution, seconds_text
 
@@ -96,9 +100,11 @@ def plot(
     graph = read_graph(graph_path)
     profile = _profile(graph, solution_path, devices, capacity, latency, bandwidth, mode)
     n_transfers = profile.n_events - graph.n_ops
+    n_groups = int((profile.ops > 1).sum())
+    fused = f" ({n_groups:,} fusion groups)" if n_groups else ""
     title = (
-        f"{solution_path.name} on {graph.name or graph_path.name}: {graph.n_ops:,} ops and "
-        f"{n_transfers:,} transfers on {profile.n_devices} devices; makespan "
+        f"{solution_path.name} on {graph.name or graph_path.name}: {graph.n_ops:,} ops{fused} and "
+        f"{n_transfers:,} transfers on {count(profile.n_devices, 'device')}; makespan "
         f"{seconds_text(profile.makespan)}, peak memory {profile.peak_memory:,} bytes"
     )
     plot_solution(graph, profile, output, title)
@@ -131,6 +137,7 @@ def compare(
     transfers line up; the legend gives each file's peak memory and makespan (machine as in
     `score`).
     """
+    check_output(output, "-o")
     from graphopt.ir.io import read_graph
     from graphopt.pictures import compare_solutions, picture_format
 

@@ -14,6 +14,10 @@ and ops in one queue, so uniform transfer keys against, say, low op keys would r
 early whatever the policy meant. With this rule, an action shared by all ops gives mutants
 whose ranks are distributed exactly as uniform BRKGA's (only the ranks of iid keys matter):
 the policy can only gain by telling ops apart.
+
+With `--fusion search` (`Problem.fusion`) the chromosome ends with one fusion priority per op,
+which no policy predicts: those genes keep the search's mutant distribution and elite bias, so
+the policy steers the genes it was trained on and BRKGA searches fusion as it does alone.
 """
 
 from __future__ import annotations
@@ -87,7 +91,7 @@ def gene_distributions(
         actions: [n_ops, n_heads] integers in [0, k): per Beta slot (placement devices
             0..d-1, then priority) the pair (m, v), then c when elite biases are predicted.
         config: which actions these are.
-        layout: the chromosome's layout.
+        layout: the chromosome's layout (its fusion priorities, if any, keep the defaults).
         tensor_producer: [n_tensors] producer op of each tensor (its transfers' genes follow
             the producer's priority gene).
         defaults: the search's BRKGA configuration, whose mutant distribution and elite bias
@@ -105,15 +109,15 @@ def gene_distributions(
         alpha[: n_ops * d], beta[: n_ops * d] = a.reshape(-1), b.reshape(-1)
         slot = d
     transfer_source = np.repeat(np.asarray(tensor_producer), d)
+    ops = slice(layout.op_priority, layout.transfer_priority)
+    transfers = slice(layout.transfer_priority, layout.fusion_priority)
     if config.scheduling:
         a, b = beta_parameters(actions[:, 2 * slot], actions[:, 2 * slot + 1], config.levels)
-        alpha[layout.op_priority : layout.transfer_priority] = a
-        beta[layout.op_priority : layout.transfer_priority] = b
-        alpha[layout.transfer_priority :] = a[transfer_source]
-        beta[layout.transfer_priority :] = b[transfer_source]
+        alpha[ops], beta[ops] = a, b
+        alpha[transfers], beta[transfers] = a[transfer_source], b[transfer_source]
     if config.elite_bias:
         per_op = elite_bias(actions[:, -1], config.levels)
         bias[: n_ops * d] = np.repeat(per_op, d)
-        bias[layout.op_priority : layout.transfer_priority] = per_op
-        bias[layout.transfer_priority :] = per_op[transfer_source]
+        bias[ops] = per_op
+        bias[transfers] = per_op[transfer_source]
     return GeneDistributions(alpha, beta, bias)

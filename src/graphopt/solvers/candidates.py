@@ -29,6 +29,26 @@ class CandidateSampler(Protocol):
         """The `k` best distinct schedules of the last run (fewer when fewer were sampled)."""
         ...
 
+    def samples_drawn(self) -> int:
+        """The schedules the last run sampled, repeats included."""
+        ...
+
+
+def shortfall(k: int, kept: int, drawn: int) -> str | None:
+    """Why `kept` distinct candidates of `drawn` samples are fewer than K = `k` (None if not).
+
+    The budget may have ended before K samples, and samples may repeat one another (a low
+    temperature, or a small graph with few schedules).
+    """
+    if kept >= k:
+        return None
+    reasons = []
+    if drawn < k:
+        reasons.append(f"only {drawn:,} sampled within the budget")
+    if kept < drawn:
+        reasons.append(f"{drawn - kept:,} of the {drawn:,} sampled repeat another")
+    return f"top-K: {kept:,} of the K = {k:,} candidates asked: " + " and ".join(reasons)
+
 
 def top_candidates(
     problem: Problem, schedules: Sequence[tuple[np.ndarray, np.ndarray]], k: int

@@ -37,7 +37,7 @@ from graphopt.learning.features import (
 from graphopt.solvers.base import Budget, BudgetExhausted, Problem, SolverError, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA, BRKGAConfig, FinalPopulation, GeneDistributions
-from graphopt.solvers.random_keys import RandomKeyDecoder
+from graphopt.solvers.random_keys import RandomKeyDecoder, offer_decoded
 
 Search = Literal["brkga", "random"]
 """How the distributions are used: evolved by BRKGA (REGAL, GAS) or sampled at random (IDRS)."""
@@ -118,15 +118,17 @@ def random_sampling(
     rng: np.random.Generator,
     batch: int = RANDOM_BATCH,
 ) -> None:
-    """IDRS: chromosomes drawn gene by gene from the distributions until the budget is spent."""
+    """IDRS: chromosomes drawn gene by gene from the distributions until the budget is spent.
+
+    Each batch is offered with its fusion groups (when the problem fuses ops), so the best
+    solution is the one its value was scored on.
+    """
     genes.check(decoder.n_genes)
     sample = BetaSampler(genes.alpha, genes.beta, rng)
     while True:
         decoded = decoder.evaluate(sample(min(batch, tracker.remaining)), reuse=True)
         try:
-            tracker.offer_population(
-                decoded.placements, decoded.orders, decoded.lengths, decoded.excess, decoded.value
-            )
+            offer_decoded(tracker, decoded)
         except BudgetExhausted:
             return
 
