@@ -420,7 +420,7 @@ def test_the_train_and_optimize_commands(go_policy, tmp_path) -> None:
     path.write_text(json.dumps(asdict(config)))
     result = CliRunner().invoke(app, ["train", "go", str(path), "-o", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
-    assert "trained 1 steps" in result.stdout
+    assert "trained 1 step in" in result.stdout
     data = asdict(config)
     data["policy"]["mode"] = "pl+fu"
     path.write_text(json.dumps(data))

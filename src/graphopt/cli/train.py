@@ -1,16 +1,24 @@
-"""The `train` commands: learned optimizers, with torch imported only when one runs."""
+"""The `train` commands: learned optimizers, with torch imported only when one runs.
+
+Every phase of a run is shown as it begins (`progress.Phases`: a bar on a terminal, a line on
+stdout elsewhere): the imports, a dataset build, reference runs, each validation, the steps.
+A --resume that has no run to continue is refused before any of them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from graphopt.cli.common import user_errors
-from graphopt.progress import progress_bar
+from graphopt.cli.common import check_output, user_errors
+from graphopt.learning.run_dir import check_run_dir
+from graphopt.progress import Phases
 
 if TYPE_CHECKING:
     from graphopt.learning.runs import Row, RunState
@@ -26,6 +34,15 @@ Output = Annotated[
 ]
 Resume = Annotated[bool, typer.Option("--resume", help="Continue the run in OUTPUT from last.pt.")]
 Steps = Annotated[int | None, typer.Option(help="Gradient steps (default: the config's).")]
+Smoke = Annotated[
+    bool,
+    typer.Option(
+        "--smoke",
+        help="Check the config end to end in seconds: 1 step, 2 validation graphs, at most 1 "
+        "worker, and a dataset to build shrunk to 5 topologies of 30 ops; a normal run "
+        "directory.",
+    ),
+]
 
 
 Ray = Annotated[
@@ -52,47 +69,56 @@ def train_regal(
     ray: Ray = None,
     workers: Workers = None,
     steps: Steps = None,
+    smoke: Smoke = False,
 ) -> None:
     """Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy."""
-    from graphopt.learning.train_regal import TrainConfig, train
-
-    settings = _override_run(TrainConfig.load(config), workers=workers, steps=steps)
-    state = _with_progress(
-        f"train {settings.name}",
-        settings.run.steps,
+    state, trained = _train(
+        "graphopt.learning.train_regal.TrainConfig",
+        config,
+        output,
+        resume,
+        smoke,
+        {"workers": workers, "steps": steps},
+        {"ray_address": ray},
         lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
         lambda row: f"validation {row['validation_improvement_pct']:+.2f}%",
-        lambda progress: train(settings, output, resume=resume, ray_address=ray, progress=progress),
     )
     typer.echo(
-        f"trained {state.step} steps in {state.seconds:.0f} s; best validation reward "
-        f"{state.best_validation:.4f} ({100 * (1 + state.best_validation):+.2f}% vs uniform "
-        f"BRKGA) at step {state.best_step}; policy: {output / 'best.pt'}"
+        f"{trained}; best validation reward {state.best_validation:.4f} "
+        f"({100 * (1 + state.best_validation):+.2f}% vs uniform BRKGA) at step "
+        f"{state.best_step}; policy: {output / 'best.pt'}"
     )
 
 
 @app.command("gflownet")
 @user_errors
 def train_gflownet(
-    config: Annotated[Path, typer.Argument(help="GFlowNet training config JSON.")],
+    config: Annotated[
+        str,
+        typer.Argument(
+            help="GFlowNet training config JSON, or a shipped config name (gflownet, gflownet-ppo)."
+        ),
+    ],
     output: Output,
     resume: Resume = False,
     steps: Steps = None,
+    smoke: Smoke = False,
 ) -> None:
     """Train a GFlowNet scheduler (paper 004); best.pt is the trained policy."""
-    from graphopt.learning.train_gflownet import TrainConfig, train
-
-    settings = _override_run(TrainConfig.load(config), steps=steps)
-    state = _with_progress(
-        f"train {settings.name}",
-        settings.run.steps,
+    state, trained = _train(
+        "graphopt.learning.train_gflownet.TrainConfig",
+        config,
+        output,
+        resume,
+        smoke,
+        {"steps": steps},
+        {},
         lambda row: f"speedup {row['speedup']:.3f}" if "speedup" in row else "validated",
         lambda row: f"validation speedup {row['validation_speedup']:.3f}",
-        lambda progress: train(settings, output, resume=resume, progress=progress),
     )
     typer.echo(
-        f"trained {state.step} steps in {state.seconds:.0f} s; best validation speedup "
-        f"{state.best_validation:.3f} at step {state.best_step}; policy: {output / 'best.pt'}"
+        f"{trained}; best validation speedup {state.best_validation:.3f} at step "
+        f"{state.best_step}; policy: {output / 'best.pt'}"
     )
 
 
@@ -107,14 +133,22 @@ def train_gdp(
     ray: Ray = None,
     workers: Workers = None,
     steps: Steps = None,
+    smoke: Smoke = False,
 ) -> None:
     """Train a GDP placement policy with PPO (papers 003, 002); best.pt is the trained policy.
 
     Sampled placements are scored in --workers processes or on a Ray cluster (--ray).
     """
-    from graphopt.learning.train_gdp import TrainConfig, train
-
-    _train_ppo(TrainConfig.load(config), train, output, resume, ray, workers, steps)
+    _train_ppo(
+        "graphopt.learning.train_gdp.TrainConfig",
+        config,
+        output,
+        resume,
+        smoke,
+        ray,
+        workers,
+        steps,
+    )
 
 
 @app.command("go")
@@ -128,68 +162,111 @@ def train_go(
     ray: Ray = None,
     workers: Workers = None,
     steps: Steps = None,
+    smoke: Smoke = False,
 ) -> None:
     """Train a GO multi-task policy (placement, scheduling, fusion) with PPO (paper 002).
 
     The config's policy.mode says which tasks are decided and how they are trained (GO fig. 6).
     Sampled decisions are scored in --workers processes or on a Ray cluster (--ray).
     """
-    from graphopt.learning.train_go import GOTrainConfig, train
-
-    _train_ppo(GOTrainConfig.load(config), train, output, resume, ray, workers, steps)
+    _train_ppo(
+        "graphopt.learning.train_go.GOTrainConfig",
+        config,
+        output,
+        resume,
+        smoke,
+        ray,
+        workers,
+        steps,
+    )
 
 
 def _train_ppo(
-    config: Any,
-    train: Callable[..., RunState],
+    config_class: str,
+    config: str,
     output: Path,
     resume: bool,
+    smoke: bool,
     ray: str | None,
     workers: int | None,
     steps: int | None,
 ) -> None:
-    """`train gdp` and `train go`: a PPO run under a progress bar, then its best validation."""
-    settings = _override_run(config, workers=workers, steps=steps)
-    state = _with_progress(
-        f"train {settings.name}",
-        settings.run.steps,
+    """`train gdp` and `train go`: a PPO run, then its best validation against its start."""
+    state, trained = _train(
+        config_class,
+        config,
+        output,
+        resume,
+        smoke,
+        {"workers": workers, "steps": steps},
+        {"ray_address": ray},
         lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
         lambda row: f"validation reward {row['validation_reward']:.4f}",
-        lambda progress: train(settings, output, resume=resume, progress=progress, ray_address=ray),
     )
     typer.echo(
-        f"trained {state.step} steps in {state.seconds:.0f} s; best validation reward "
-        f"{state.best_validation:.4f} at step {state.best_step} (step 0: "
-        f"{state.history[0]['validation_reward']:.4f}, the untrained start); policy: "
-        f"{output / 'best.pt'}"
+        f"{trained}; best validation reward {state.best_validation:.4f} at step "
+        f"{state.best_step} (step 0: {state.history[0]['validation_reward']:.4f}, the "
+        f"untrained start); policy: {output / 'best.pt'}"
     )
 
 
-def _with_progress(
-    title: str,
-    steps: int,
+def _train(
+    config_class: str,
+    config: str,
+    output: Path,
+    resume: bool,
+    smoke: bool,
+    run_values: dict[str, int | None],
+    options: dict[str, Any],
     step_info: Callable[[Row], str],
     validation_info: Callable[[Row], str],
-    run: Callable[[Callable[[Row], None]], RunState],
-) -> RunState:
-    """Runs a training loop under a progress bar with each step's and the last validation's info."""
-    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+) -> tuple[RunState, str]:
+    """Runs a trainer under `Phases`: its final state and 'trained N steps in S s'.
 
-    columns = [
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[info]}"),
-    ]
-    with progress_bar(*columns, TimeElapsedColumn()) as bar:
-        task = bar.add_task(title, total=steps, info="preparing")
-        validation = [""]
+    Args:
+        config_class: the trainer's config class by path; its module's `train` runs it.
+        config: the config file or shipped name.
+        output: the run directory.
+        resume: continue the run there.
+        smoke: shrink the config (`runs.smoke`) first.
+        run_values: `run` fields given on the command line (None: the config's).
+        options: what the trainer's `train` takes besides (`ray_address`).
+        step_info: a step's row as a few words.
+        validation_info: a validation's row as a few words.
+    """
+    started = time.perf_counter()
+    check_output(output, "-o", folder=True)
+    check_run_dir(output, resume)
+    module, _, name = config_class.rpartition(".")
+    with Phases(f"train {Path(config).stem}") as phases:
+        phases.phase("importing torch and the trainer", 0)
+        trainer = importlib.import_module(module)
+        from graphopt.learning.runs import smoke as shrunk
+
+        settings = getattr(trainer, name).load(config)
+        settings = _override_run(shrunk(settings) if smoke else settings, **run_values)
+        total = settings.run.steps
+        validation, first = [""], []
 
         def progress(row: Row) -> None:
-            if "validation_reward" in row:
+            step = int(row["step"])
+            if not first:
+                first.append(max(step - 1, 0))
+            validated = "validation_reward" in row
+            if validated:
                 validation[0] = f", {validation_info(row)}"
-            bar.update(task, completed=row["step"], info=f"{step_info(row)}{validation[0]}")
+            info = f"step {step:,}/{total:,}: {step_info(row)}{validation[0]}"
+            phases.update(step, total, info)
+            phases.line(info, always=validated)
 
-        return run(progress)
+        state = trainer.train(
+            settings, output, resume=resume, progress=progress, phase=phases.phase, **options
+        )
+    begun = first[0] if first else state.step
+    steps = state.step - begun
+    resumed = f" (steps {begun + 1:,} to {state.step:,})" if begun and steps else ""
+    seconds = time.perf_counter() - started
+    return state, f"trained {steps:,} step{'' if steps == 1 else 's'}{resumed} in {seconds:.1f} s"
 
 
 def _override_run(settings: Config, **values: int | None) -> Config:

@@ -7,7 +7,9 @@ validate the untrained policy at step 0, then after each gradient step validate 
 logging every row to log.csv and TensorBoard (`RunLog`). A killed run resumes from its last
 checkpoint and continues exactly as the uninterrupted run would, provided each step seeds
 everything random from (seed, step), which the loops do. `RunConfig` is the config section that
-says all this for any trainer.
+says all this for any trainer. Whatever may take seconds before or between the steps (a dataset
+build, reference runs, validations) is announced to a `Phase`, which the CLI shows; `smoke`
+shrinks any trainer's config to a run of seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +29,6 @@ from torch.utils.tensorboard import SummaryWriter
 
 from graphopt.configs import FieldError, read_config
 from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
-from graphopt.errors import GraphoptError
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import read_graph, read_json
 from graphopt.learning.formats import (
@@ -37,6 +38,7 @@ from graphopt.learning.formats import (
     json_field,
     number,
 )
+from graphopt.learning.run_dir import TrainingError, check_run_dir
 from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
 
 Config = TypeVar("Config")
@@ -45,15 +47,26 @@ Network = TypeVar("Network")
 Row = dict[str, float]
 """One log row: `step` and named scalars."""
 
+Phase = Callable[[str, int], Callable[[int], None]]
+"""Announces a phase of a run that may take seconds: what it does and how many items it counts
+(0: none); returns the call that says how many of them are done (`progress.Phases.phase`)."""
 
-class TrainingError(GraphoptError):
-    """Training cannot go on: a bad config, a clash with an existing run, or a non-finite value."""
+
+def unwatched(what: str, total: int) -> Callable[[int], None]:
+    """The `Phase` of a run that nobody watches."""
+    return lambda done: None
 
 
-def resolve_dataset(spec: str, run_dir: Path) -> Path:
+SMOKE_PREFIX = "smoke:"
+"""A `dataset` that names a dataset config to build shrunk (`smoke_dataset`), for `smoke` runs."""
+
+
+def resolve_dataset(spec: str, run_dir: Path, phase: Phase = unwatched) -> Path:
     """The built dataset a config names, building it into run_dir/dataset when needed."""
+    smoke = spec.startswith(SMOKE_PREFIX)
+    spec = spec.removeprefix(SMOKE_PREFIX)
     path = Path(spec)
-    if (path / MANIFEST).is_file():
+    if (path / MANIFEST).is_file() and not smoke:
         return path
     built = run_dir / "dataset"
     if (built / MANIFEST).is_file():
@@ -68,22 +81,90 @@ def resolve_dataset(spec: str, run_dir: Path) -> Path:
                 "shipped dataset config name"
             )
         config = DatasetConfig.from_json(shipped)
+    if smoke:
+        config = smoke_dataset(config)
+    phase(f"building dataset {config.name} in {built}", 0)
     build_dataset(config, built, progress=True)
     return built
 
 
+SMOKE_OPS = 30
+"""The size of a smoke dataset's synthetic graphs (a family's smallest, when smaller)."""
+
+
+def smoke_dataset(config: DatasetConfig) -> DatasetConfig:
+    """`config` shrunk to a few small topologies with one noisy copy each, built in seconds.
+
+    One run of its split rule (3-1-1: five topologies), so that every split gets its share:
+    its synthetic families at `SMOKE_OPS` ops, as many of each as that takes; zoo models
+    (whose exports take seconds each) only when it has no synthetic family, and graph files
+    only when it has neither.
+    """
+    topologies = sum(config.split)
+    synthetic = tuple(
+        replace(
+            source,
+            sizes=(min(*source.sizes, SMOKE_OPS),),
+            count=math.ceil(topologies / len(config.synthetic)),
+        )
+        for source in config.synthetic
+    )
+    zoo = () if synthetic else config.zoo[:topologies]
+    return replace(
+        config,
+        name=f"{config.name}-smoke",
+        copies=min(config.copies, 1),
+        synthetic=synthetic,
+        zoo=zoo,
+        files=() if synthetic or zoo else config.files,
+    )
+
+
+SMOKE_STEPS = 1
+"""Steps of a smoke run (`smoke`)."""
+SMOKE_VALIDATION_GRAPHS = 2
+"""Validation graphs of a smoke run."""
+
+
+def smoke(config: Config) -> Config:
+    """Any trainer's `config` shrunk to a run of seconds that still does everything a run does.
+
+    `SMOKE_STEPS` steps, validated and checkpointed at the end, on `SMOKE_VALIDATION_GRAPHS`
+    validation graphs and at most one worker; a dataset the config would build is built shrunk
+    (`smoke_dataset`), while a built dataset or graph files are used as they are. The other
+    sections are the trainer's and stay, so the run exercises the config itself.
+    """
+    run = config.run
+    steps = min(run.steps, SMOKE_STEPS)
+    dataset = config.dataset
+    if not (
+        dataset.startswith((GRAPH_PREFIX, SMOKE_PREFIX)) or (Path(dataset) / MANIFEST).is_file()
+    ):
+        dataset = SMOKE_PREFIX + dataset
+    return replace(
+        config,
+        name=f"{config.name}-smoke",
+        dataset=dataset,
+        run=replace(
+            run,
+            steps=steps,
+            validate_every=min(run.validate_every, steps),
+            checkpoint_every=min(run.checkpoint_every, steps),
+            workers=min(run.workers, 1),
+            validation_graphs=min(run.validation_graphs, SMOKE_VALIDATION_GRAPHS),
+        ),
+    )
+
+
 def open_run(run_dir: str | Path, resume: bool) -> tuple[Path, Path]:
-    """The run directory (created) and its last.pt; a run there is only continued by `resume`.
+    """The run directory (created) and its last.pt, once `check_run_dir` allows the run there.
 
     Raises:
-        TrainingError: when `run_dir` holds a run and `resume` is off.
+        TrainingError: when `run_dir` holds a run and `resume` is off, or none and it is on.
     """
-    run_dir = Path(run_dir)
-    last = run_dir / "last.pt"
-    if last.exists() and not resume:
-        raise TrainingError(f"{run_dir} already holds a run; resume it or choose another directory")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir, last
+    last = check_run_dir(run_dir, resume)
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    return Path(run_dir), last
 
 
 def write_config(run_dir: Path, config: Any) -> None:
@@ -92,10 +173,10 @@ def write_config(run_dir: Path, config: Any) -> None:
 
 
 def training_graphs(
-    spec: str, run_dir: Path, run: RunConfig
+    spec: str, run_dir: Path, run: RunConfig, phase: Phase = unwatched
 ) -> tuple[Path, np.ndarray, np.ndarray]:
     """(dataset, training ids, validation ids) of a run: `resolve_dataset`, then `select_graphs`."""
-    dataset = resolve_dataset(spec, run_dir)
+    dataset = resolve_dataset(spec, run_dir, phase)
     train_ids, valid_ids = select_graphs(dataset, run.max_train_ops, run.validation_graphs)
     return dataset, train_ids, valid_ids
 
@@ -298,6 +379,7 @@ def run_steps(
     save_last: Callable[[RunState], None],
     log: RunLog,
     progress: Callable[[Row], None] | None = None,
+    phase: Phase = unwatched,
 ) -> RunState:
     """The training cadence, from `state` (a fresh or a restored run) to `cadence.steps`.
 
@@ -311,8 +393,10 @@ def run_steps(
         save_last: writes the resumable checkpoint.
         log: the run's log.
         progress: called with every logged row.
+        phase: announces each validation, which may take longer than many steps.
     """
     if state.step == 0:
+        phase("validating the untrained policy", 0)
         row = validate(0)
         state.history.append(row)
         log.add(row)
@@ -325,6 +409,7 @@ def run_steps(
         row = step(state.step)
         state.step += 1
         if state.step % cadence.validate_every == 0 or state.step == cadence.steps:
+            phase(f"validating at step {state.step}", 0)
             row.update(validate(state.step))
             if row["validation_reward"] > state.best_validation:
                 state.best_validation, state.best_step = row["validation_reward"], state.step

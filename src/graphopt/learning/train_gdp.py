@@ -53,6 +53,7 @@ from graphopt.learning.placement_features import placement_features
 from graphopt.learning.placement_hint import partition_hint
 from graphopt.learning.runs import (
     GRAPH_PREFIX,
+    Phase,
     RunConfig,
     RunLog,
     RunState,
@@ -63,6 +64,7 @@ from graphopt.learning.runs import (
     restore_run,
     run_steps,
     training_graphs,
+    unwatched,
     write_config,
 )
 from graphopt.learning.workers import Workers, make_workers
@@ -71,7 +73,7 @@ from graphopt.solvers.base import SolverError
 
 @dataclass(frozen=True)
 class MachineConfig:
-    """The machine placements are scored on (contract section 2).
+    """The machine placements are scored on (contract section 3).
 
     Attributes:
         devices: d, the devices the policy places onto (2..the policy's max_devices).
@@ -481,18 +483,20 @@ def train(
     resume: bool = False,
     progress: Callable[[dict[str, float]], None] | None = None,
     ray_address: str | None = None,
+    phase: Phase = unwatched,
 ) -> RunState:
     """Trains a GDP policy as `config` says, writing checkpoints and logs into `run_dir`.
 
     Files: config.json, log.csv, tensorboard/, last.pt (resumable), best.pt (the policy).
     Sampled placements are scored in `run.workers` processes, or on the Ray cluster at
-    `ray_address` ('local': in-process), when either is set; the run is the same.
+    `ray_address` ('local': in-process), when either is set; the run is the same. `progress`
+    gets every logged row, `phase` what takes seconds besides the steps.
 
     Raises:
-        TrainingError: an existing run without `resume`, a resumed run with another config,
-            or non-finite values (the last good checkpoint is kept).
+        TrainingError: an existing run without `resume` (or `resume` without one), a resumed
+            run with another config, or non-finite values (the last good checkpoint is kept).
     """
-    return run_training(config, run_dir, resume, progress, ray_address, GDP_SYSTEM)
+    return run_training(config, run_dir, resume, progress, ray_address, GDP_SYSTEM, phase)
 
 
 def run_training(
@@ -502,6 +506,7 @@ def run_training(
     progress: Callable[[dict[str, float]], None] | None,
     ray_address: str | None,
     system: System,
+    phase: Phase = unwatched,
 ) -> RunState:
     """`train` for any `System`: run directory, graphs, workers, resume, steps and checkpoints."""
     run_dir, last = open_run(run_dir, resume)
@@ -513,7 +518,7 @@ def run_training(
         graphs = source.graphs()
         train_ids = valid_ids = np.arange(len(graphs.splits["train"]))
     else:
-        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
+        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
         source = system.source(str(dataset), config, hints)
         graphs = source.graphs()
     workers = (
@@ -523,7 +528,7 @@ def run_training(
     )
     trainer = system.trainer(policy, graphs, train_ids, config, workers)
     state = RunState()
-    if resume and last.exists():
+    if resume:
         state = restore_run(
             last,
             system.form,
@@ -548,6 +553,7 @@ def run_training(
             lambda state: save_policy(last, system, policy, trainer.optimizer, config, state),
             log,
             progress,
+            phase,
         )
     finally:
         log.close()

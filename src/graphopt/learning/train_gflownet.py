@@ -3,7 +3,7 @@
 Each step picks one training graph (a random connected sub-graph of `sampling.subgraph_ops`
 ops when it is larger, section 3.3) and one temperature sigma, log-uniform on
 [sigma_min, sigma_max], samples `sampling.trajectories` schedules from the forward policy at
-that temperature, scores them with the proxy (contract section 5 on `proxy`'s machine) and
+that temperature, scores them with the proxy (contract section 6 on `proxy`'s machine) and
 minimizes the log-partition variance loss (eq. 7-8) or, as the ablation, trajectory balance
 with the policy's log Z head, with Adam and gradient clipping. Every `run.validate_every` steps
 the policy samples `sampling.validation_samples` schedules of each validation graph at
@@ -65,6 +65,7 @@ from graphopt.learning.objectives.trajectory_balance import trajectory_balance_l
 from graphopt.learning.optim import AdamConfig, clipped_step, learning_rate, minibatches
 from graphopt.learning.runs import (
     GRAPH_PREFIX,
+    Phase,
     RunConfig,
     RunLog,
     RunState,
@@ -75,6 +76,7 @@ from graphopt.learning.runs import (
     restore_run,
     run_steps,
     training_graphs,
+    unwatched,
     write_config,
 )
 
@@ -88,7 +90,7 @@ PPO baseline."""
 
 @dataclass(frozen=True)
 class ProxyConfig:
-    """The machine the proxy scores schedules on (contract sections 2 and 5).
+    """The machine the proxy scores schedules on (contract sections 3 and 6).
 
     Attributes:
         latency: seconds added to every transfer (paper 004: 0, free transfers).
@@ -279,21 +281,23 @@ def train(
     run_dir: str | Path,
     resume: bool = False,
     progress: Callable[[dict[str, float]], None] | None = None,
+    phase: Phase = unwatched,
 ) -> RunState:
     """Trains a GFlowNet policy as `config` says, writing checkpoints and logs into `run_dir`.
 
     Files: config.json, log.csv, tensorboard/, last.pt (resumable), best.pt (the policy).
+    `progress` gets every logged row, `phase` what takes seconds besides the steps.
 
     Raises:
-        TrainingError: an existing run without `resume`, a resumed run with another config,
-            or non-finite values (the last good checkpoint is kept).
+        TrainingError: an existing run without `resume` (or `resume` without one), a resumed
+            run with another config, or non-finite values (the last good checkpoint is kept).
     """
     run_dir, last = open_run(run_dir, resume)
     torch.manual_seed(config.run.seed)
     network = GFlowNetPolicy(config.policy)
     optimizer = config.optimizer.optimizer(network.parameters())
     state = RunState()
-    if resume and last.exists():
+    if resume:
         state = restore_run(
             last,
             GFLOWNET_FORMAT,
@@ -310,7 +314,7 @@ def train(
     if config.dataset.startswith(GRAPH_PREFIX):
         graphs, train_ids, valid_ids = _graph_files(config, machine)
     else:
-        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
+        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
         splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
         graphs = _Graphs(splits, machine)
     log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
@@ -324,6 +328,7 @@ def train(
             lambda state: save_run(last, network, optimizer, config, state),
             log,
             progress,
+            phase,
         )
     finally:
         log.close()

@@ -34,7 +34,7 @@ from graphopt.learning.envs.go import GOEnv
 from graphopt.learning.networks.go import Acted, Behaviour, GOPolicy
 from graphopt.learning.networks.go_config import GO_FORMAT, GOConfig
 from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss
-from graphopt.learning.runs import RunState, TrainingError, load_config
+from graphopt.learning.runs import Phase, RunState, TrainingError, load_config, unwatched
 from graphopt.learning.train_gdp import (
     GDPTrainer,
     Graphs,
@@ -324,6 +324,7 @@ def train(
     resume: bool = False,
     progress: Callable[[dict[str, float]], None] | None = None,
     ray_address: str | None = None,
+    phase: Phase = unwatched,
 ) -> RunState:
     """Trains a GO policy as `config` says, into `run_dir` (files and errors as GDP's `train`)."""
-    return run_training(config, run_dir, resume, progress, ray_address, GO_SYSTEM)
+    return run_training(config, run_dir, resume, progress, ray_address, GO_SYSTEM, phase)

@@ -61,6 +61,7 @@ from graphopt.learning.objectives.reinforce import (
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.records import MAX_FEATURE_EVALUATIONS
 from graphopt.learning.runs import (
+    Phase,
     RunConfig,
     RunLog,
     RunState,
@@ -72,6 +73,7 @@ from graphopt.learning.runs import (
     run_record,
     run_steps,
     training_graphs,
+    unwatched,
     write_config,
 )
 from graphopt.learning.saving import save_checkpoint
@@ -309,28 +311,30 @@ def train(
     resume: bool = False,
     ray_address: str | None = None,
     progress: Callable[[dict[str, float]], None] | None = None,
+    phase: Phase = unwatched,
 ) -> RunState:
     """Trains a policy as `config` says, writing checkpoints and logs into `run_dir`.
 
     Files: config.json, log.csv, tensorboard/ (the log's rows as scalars), last.pt
     (resumable), best.pt (best validation; a shippable policy), and per validation
     validations/step-N.npz and snapshots/step-N.pt (`_keep_validation`). Returns the final
-    run state.
+    run state. `progress` gets every logged row, `phase` what takes seconds besides the steps.
 
     Raises:
-        TrainingError: bad config, an existing run without `resume` (or a resumed run with
-            another config), or non-finite values (the last good checkpoint is kept).
+        TrainingError: bad config, an existing run without `resume` (or `resume` without
+            one, or a resumed run with another config), or non-finite values (the last good
+            checkpoint is kept).
     """
     run_dir, last = open_run(run_dir, resume)
     torch.manual_seed(config.run.seed)
     network = RegalPolicy(config.policy)
     optimizer = config.optimizer.optimizer(network.parameters())
     state = RunState()
-    if resume and last.exists():
+    if resume:
         state = _restore(last, config, network, optimizer)
     write_config(run_dir, config)
 
-    dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run)
+    dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
     spec = EnvSpec(
         str(dataset),
         config.policy.n_devices,
@@ -344,10 +348,16 @@ def train(
     log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
     try:
         train_set = prepare_graphs(
-            rollouts, dataset, "train", train_ids, config.rollouts.train_evaluations, config
+            rollouts, dataset, "train", train_ids, config.rollouts.train_evaluations, config, phase
         )
         valid_set = prepare_graphs(
-            rollouts, dataset, "valid", valid_ids, config.rollouts.validation_evaluations, config
+            rollouts,
+            dataset,
+            "valid",
+            valid_ids,
+            config.rollouts.validation_evaluations,
+            config,
+            phase,
         )
         return run_steps(
             state,
@@ -361,6 +371,7 @@ def train(
             lambda state: _save_run(last, network, optimizer, config, state),
             log,
             progress,
+            phase,
         )
     finally:
         log.close()
@@ -374,12 +385,14 @@ def prepare_graphs(
     ids: np.ndarray,
     evaluations: int,
     config: TrainConfig,
+    phase: Phase = unwatched,
 ) -> dict[int, Prepared]:
     """Features and uniform-BRKGA references of the graphs, computed in the workers.
 
     References are the costly part (`reference_seeds` BRKGA runs per graph) and depend only on
     the dataset and the settings below, so they are cached in the dataset directory
-    (cache/references-*.npz) and shared by every run on it.
+    (cache/references-*.npz) and shared by every run on it. Each part is announced to `phase`
+    and counted as its graphs are done.
     """
     cache = (
         dataset
@@ -394,13 +407,24 @@ def prepare_graphs(
         with np.load(cache) as stored:
             known = dict(zip(stored["index"].tolist(), stored["reference"].tolist(), strict=True))
     missing = [int(i) for i in ids if int(i) not in known]
-    computed = rollouts.map(
+    computed = _counted_map(
+        rollouts,
         RolloutEnv.prepare,
         [(split, i, evaluations, config.rollouts.reference_seeds) for i in missing],
+        config.run.workers,
+        phase,
+        f"features and uniform-BRKGA references of the {split} graphs",
     )
     prepared = dict(zip(missing, computed, strict=True))
     cached = [int(i) for i in ids if int(i) in known]
-    features = rollouts.map(RolloutEnv.features, [(split, i) for i in cached])
+    features = _counted_map(
+        rollouts,
+        RolloutEnv.features,
+        [(split, i) for i in cached],
+        config.run.workers,
+        phase,
+        f"features of the {split} graphs (references cached)",
+    )
     prepared.update({i: Prepared(f, known[i]) for i, f in zip(cached, features, strict=True)})
     if missing:
         known.update({i: p.reference for i, p in prepared.items()})
@@ -410,6 +434,34 @@ def prepare_graphs(
         np.savez(partial, index=index, reference=np.array([known[i] for i in index.tolist()]))
         partial.replace(cache)
     return prepared
+
+
+CHUNK = 8
+"""Items per worker between two counts of a counted map (`_counted_map`)."""
+
+
+def _counted_map(
+    rollouts: Workers[RolloutEnv],
+    call: Callable[[RolloutEnv, Any], Any],
+    items: list[Any],
+    workers: int,
+    phase: Phase,
+    what: str,
+) -> list[Any]:
+    """`rollouts.map(call, items)` as a phase (`what`, unless there are no items) counted by chunk.
+
+    Chunks of `CHUNK` items per worker keep every worker busy; the results are the same, each
+    depending on its item alone.
+    """
+    if not items:
+        return []
+    count = phase(what, len(items))
+    size = CHUNK * max(workers, 1)
+    results: list[Any] = []
+    for start in range(0, len(items), size):
+        results += rollouts.map(call, items[start : start + size])
+        count(len(results))
+    return results
 
 
 def _step(

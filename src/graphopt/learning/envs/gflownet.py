@@ -16,7 +16,7 @@ here: it must have no added consumer and be the last op added on its device.
 call; readiness is the shared ready step of `graphopt.ir.ready` with d = 1 (devices are chosen
 as ops are added, so only producers matter). Each added op gets the proxy's start time (paper 004
 eq. 2): the latest of its device's last finish and its inputs' arrival, which is the producer's
-finish plus, across devices, the transfer's duration. That is the contract's makespan (section 5)
+finish plus, across devices, the transfer's duration. That is the contract's makespan (section 6)
 exactly with free transfers or in async mode; in sync mode, where receives occupy devices, the
 start times are the policy's estimate and the scorer decides the reward.
 """

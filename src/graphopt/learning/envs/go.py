@@ -5,8 +5,8 @@ A multi-task policy outputs, per op, a device, a scheduling level and a fusion l
 turns them into one contract solution each: GO's ready queues ordered by the levels (critical
 path among equals) and GO's priority fusion decoder on the fusion levels; a task left undecided
 takes the compiler's default (the expert placement, `expert.expert_placement`; critical-path
-order; the env's `compiler_fusion`). Solutions are scored exactly (COST_MODEL.md sections 4, 5
-and 7) and rewarded as GDP's placements are (`PlacementEnv.outcome`): `-sqrt(makespan /
+order; the env's `compiler_fusion`). Solutions are scored exactly (docs/format.md sections 5, 6
+and 13) and rewarded as GDP's placements are (`PlacementEnv.outcome`): `-sqrt(makespan /
 reference)`, with the unfused reference of `PlacementEnv`, or -10 over capacity.
 """
 

@@ -2,7 +2,7 @@
 
 A placement policy outputs every op's device in one pass; the environment turns each placement
 of a batch into a schedule with GO's per-device ready-queue scheduler (`solvers.ready_queue`,
-critical-path priorities unless given) and scores it exactly (COST_MODEL.md sections 4-5):
+critical-path priorities unless given) and scores it exactly (docs/format.md sections 5 and 6):
 makespan and each device's peak memory under the machine's capacity, latency, bandwidth and
 transfer mode. The reward is GDP's, `-sqrt(makespan / reference)`, and `INFEASIBLE_REWARD` for a
 placement that exceeds some device's capacity. The reference is the better of two classical
@@ -68,8 +68,8 @@ class PlacementOutcome:
     """What a batch of B placements scored.
 
     Attributes:
-        makespan: [B] seconds (section 5).
-        peaks: [B, n_devices] peak bytes of each device (section 4).
+        makespan: [B] seconds (section 6).
+        peaks: [B, n_devices] peak bytes of each device (section 5).
         excess: [B] bytes over capacity, summed over devices (0 when it fits).
         reward: [B] `-sqrt(makespan / reference)`, or `INFEASIBLE_REWARD` when excess > 0.
     """
