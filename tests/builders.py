@@ -45,7 +45,7 @@ def solution(g: Graph, placement: dict[str, int], schedule: list[str], devices: 
 
 
 def tiny() -> Graph:
-    """The contract's example graph (COST_MODEL.md section 1)."""
+    """The contract's example graph (docs/format.md section 1)."""
     return graph(
         [
             op("a", 2.0, type="MatMul", temp_memory=0),

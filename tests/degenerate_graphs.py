@@ -1,6 +1,6 @@
 """Degenerate graphs (issue 15 item 3): empty, one op, no edges, only persistent tensors, ...
 
-Each is valid by the contract (COST_MODEL.md section 1), so every solver, command and learned
+Each is valid by the contract (docs/format.md section 1), so every solver, command and learned
 policy must handle it: built with `Graph.from_arrays` so no loader rule is bypassed.
 """
 

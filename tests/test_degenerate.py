@@ -1,7 +1,7 @@
 """Degenerate graphs through every solver, learned policy and command (issue 15 item 3).
 
 Empty, one op, no edges, only persistent tensors, only zero-size tensors, zero runtimes, a chain
-of two and many isolated ops are all valid graphs (COST_MODEL.md section 1): every solver must
+of two and many isolated ops are all valid graphs (docs/format.md section 1): every solver must
 return a solution that re-scores to exactly what it claims, on every machine kind, and every
 command must run on them. The learned solvers ship policies for 2 devices only; elsewhere their
 answer is a clear SolverError. 100,000 isolated ops are in the slow tier, 2,000 in the fast one.

@@ -44,7 +44,7 @@ class GraphError(GraphoptError):
 
 
 class SolutionError(GraphoptError):
-    """A solution breaks a rule of the `graphopt.solution/1` contract (section 3)."""
+    """A solution breaks a rule of the `graphopt.solution/1` contract (section 4)."""
 
 
 class MachineError(GraphoptError):

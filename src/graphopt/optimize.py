@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
@@ -10,28 +11,39 @@ import numpy as np
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Budget, Objective, Problem, Progress, Result, SolverError
+from graphopt.solvers.base import (
+    Budget,
+    Objective,
+    Problem,
+    Progress,
+    Result,
+    SolverError,
+    Stall,
+)
 from graphopt.solvers.bounds import (
     fused_makespan_lower_bound,
     fused_peak_memory_lower_bound,
     op_step_memory,
 )
-from graphopt.solvers.candidates import CandidateSampler
+from graphopt.solvers.candidates import CandidateSampler, shortfall
 from graphopt.solvers.fusion import FUSION_POLICIES, apply_fusion
-from graphopt.solvers.registry import make_solver
+from graphopt.solvers.registry import FUSION_SEARCHERS, SAMPLERS, default_fusion, make_solver
 
 DEFAULT_SECONDS = 10.0
-"""The default budget: seconds of search, ended sooner when a solution reaches the lower bound.
+"""The default budget: seconds of search, ended sooner when a solution reaches the lower bound
+or the search stalls (`DEFAULT_STALL`).
 
 Real models need more than REGAL's 5,000 evaluations (paper 001 section 4.2): on real graphs of
 a few hundred ops, 10 s reach bounds that 5,000 evaluations do not (`graphopt bench zoo-real`).
-Pass evaluations for runs that repeat exactly with a seed."""
+Pass evaluations for runs that repeat exactly with a seed, or seconds for an exact time."""
+
+DEFAULT_STALL = Stall(min_seconds=1.0, fraction=0.25)
+"""When the default budget ends a stalled search: no improvement for max(1 s, 25% of the time
+elapsed) in the last phase of a search (each phase of `auto` ends on the same rule and hands the
+rest of the time to the next). Measured in `benchmarks/default_stop.py`."""
 
 FUSION_CHOICES = (*FUSION_POLICIES, "search")
 """`optimize(fusion=...)`: a policy applied after the search, or "search" to search fusion."""
-
-FUSION_SEARCHERS = ("brkga", "brkga-tuned", "local-search", "auto")
-"""Solvers whose search covers fusion groups when the problem may fuse (`Problem.fusion`)."""
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
@@ -47,7 +59,8 @@ class OptimizeResult(Result):
         proof: when the solution does not fit, `capacity_proof`'s reason why no placement can;
             None when it fits or no single op shows it.
         candidates: with `candidates=K`, the K best distinct schedules a sampling solver drew,
-            best first (paper 004's candidate set; empty otherwise).
+            best first (paper 004's candidate set; empty otherwise); fewer, with a note saying
+            why (`candidates.shortfall`), when it drew fewer than K distinct ones.
     """
 
     bound: float
@@ -92,7 +105,7 @@ def optimize(
     progress: Progress | None = None,
     policy: str | None = None,
     candidates: int = 0,
-    fusion: str = "none",
+    fusion: str | None = None,
     finetune: int = 0,
 ) -> OptimizeResult:
     """Optimizes placement and schedule of `graph` on `machine` for `objective`.
@@ -108,15 +121,16 @@ def optimize(
         pins: {op name: device} for ops whose device is fixed.
         initial: known solutions to start from.
         progress: called on every improvement.
-        policy: a policy checkpoint for the learned solvers (regal, gas, idrs, gflownet)
-            instead of the shipped one.
+        policy: a policy checkpoint for the learned solvers (`registry.LEARNED`) instead of
+            the shipped one.
         candidates: also return the best `candidates` distinct schedules (K) of a solver that
-            samples many (gflownet); 0: only the best.
-        fusion: "search" to search fusion groups with placement and order (the random-key
-            solvers, BRKGA and `auto`, gain one fusion priority per op), or a policy of
-            `solvers.fusion.FUSION_POLICIES` that then fuses ops on the best placement and
-            order found ("none": no fusion). With fusion the bound is one that fusion cannot
-            beat (`bounds.fused_*`).
+            samples many (`registry.SAMPLERS`); 0: only the best.
+        fusion: "search" to search fusion groups with placement and order (the solvers of
+            `registry.FUSION_SEARCHERS`), or a policy of `solvers.fusion.FUSION_POLICIES` that
+            then fuses ops on the best placement and order found ("none": no fusion); None:
+            the solver's own default (`registry.default_fusion`: XLA-like fusion for
+            `compiler-default`, none for the others). With fusion the bound is one that
+            fusion cannot beat (`bounds.fused_*`).
         finetune: steps of training on the graph before solving it, for the solvers that
             fine-tune a policy (gdp; 0: zero-shot).
 
@@ -124,15 +138,19 @@ def optimize(
         SolverError: unknown solver or objective, bad budget, bad pins, a policy for a
             solver that takes none or one trained for another problem.
     """
+    started = time.perf_counter()
     machine = machine or Machine()
     if evaluations is None and seconds is None:
-        seconds = DEFAULT_SECONDS
-    budget = Budget(evaluations=evaluations, seconds=seconds)
+        budget = Budget(seconds=DEFAULT_SECONDS, stall=DEFAULT_STALL)
+    else:
+        budget = Budget(evaluations=evaluations, seconds=seconds)
+    classes = bool(graph.op_fusion.any())
+    if fusion is None:
+        fusion = default_fusion(solver, classes)
     if fusion not in FUSION_CHOICES:
         raise SolverError(
             f"unknown fusion policy {fusion!r}; valid policies: {', '.join(FUSION_CHOICES)}"
         )
-    classes = bool(graph.op_fusion.any())
     problem = Problem(
         graph,
         machine,
@@ -146,14 +164,14 @@ def optimize(
     if candidates and not isinstance(chosen, CandidateSampler):
         raise SolverError(
             f"solver {solver!r} keeps one solution; top-K candidates come from a sampling "
-            "solver (gflownet)"
+            f"solver ({', '.join(SAMPLERS)})"
         )
     if candidates and candidates > chosen.max_candidates():
         raise SolverError(
             f"top-K needs K <= the {chosen.max_candidates()} schedules {solver} samples, "
             f"got K = {candidates}"
         )
-    solved = chosen.solve(problem, budget, seed, initial, progress)
+    solved = chosen.solve(problem, _less_spent(budget, started), seed, initial, progress)
     if fusion != "none" and not classes:
         solved = _noted(
             solved,
@@ -176,7 +194,31 @@ def optimize(
             for rank, solution in enumerate(chosen.top_candidates(problem, candidates), start=1)
         ]
         result = replace(result, candidates=tuple(kept))
-    return result
+        fewer = shortfall(candidates, len(kept), chosen.samples_drawn())
+        if fewer is not None:
+            result = _noted(result, fewer)
+    return _timed(result, time.perf_counter() - started)
+
+
+def _less_spent(budget: Budget, started: float) -> Budget:
+    """`budget` less the seconds spent since `started`, so that the whole call keeps to it.
+
+    Making a learned solver imports torch and loads its policy (seconds on a busy machine)
+    before its search starts the budget's clock. A budget already spent leaves the solver its
+    first candidate.
+    """
+    if budget.seconds is None:
+        return budget
+    return replace(budget, seconds=max(budget.seconds - (time.perf_counter() - started), 1e-3))
+
+
+def _timed(result: OptimizeResult, seconds: float) -> OptimizeResult:
+    """`result` with the seconds of the whole call, in the result and the solution's record.
+
+    The search, fusing after it and the bounds: what the user waited for.
+    """
+    record = {**result.solution.solver, "seconds": round(seconds, 6)}
+    return replace(result, seconds=seconds, solution=replace(result.solution, solver=record))
 
 
 def _fused(

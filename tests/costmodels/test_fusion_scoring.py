@@ -1,4 +1,4 @@
-"""Fusion groups (COST_MODEL.md section 7): the merged-graph scorer against the literal walk.
+"""Fusion groups (docs/format.md section 13): the merged-graph scorer against the literal walk.
 
 The fast scorer merges each group into one op and runs the unchanged kernel; the reference walks
 groups as steps. They must agree on every legal grouping (scores) and every illegal one (the

@@ -8,12 +8,14 @@ warning printed on stderr, or a message that spreads over several lines or carri
 characters into a terminal.
 
 `outcome` runs one in-process call and classifies it; `run_cli` runs the `graphopt` command in
-a subprocess and checks its exit status and stderr; `assert_scored_identically` is the oracle for
-an accepted graph. `fuzz_settings` gives every fuzz test the same deterministic hypothesis set-up.
+a subprocess and checks its exit status and stderr (`run_in_process` runs it in this process, for
+`check_cli` to check); `assert_scored_identically` is the oracle for an accepted graph.
+`fuzz_settings` gives every fuzz test the same deterministic hypothesis set-up.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -22,7 +24,7 @@ import threading
 import unicodedata
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ import numpy as np
 from hypothesis import HealthCheck, event, settings
 from hypothesis.control import currently_in_test_context
 
+from graphopt.cli import run
 from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
@@ -169,11 +172,16 @@ def outcome(
             raise Defect(f"{name} raised {type(error).__name__}: {error!r}"[:2000]) from error
         else:
             refusal = None
+    _check_warnings(caught, name)
+    return Outcome(value=value, error=refusal)
+
+
+def _check_warnings(caught: list[warnings.WarningMessage], name: str) -> None:
+    """Raises Defect for the first warning Python would print (a line on stderr)."""
     shown = [w for w in caught if not issubclass(w.category, _HIDDEN_WARNINGS)]
     if shown:
         warning = shown[0]
         raise Defect(f"{name} warned ({warning.category.__name__}: {warning.message})"[:2000])
-    return Outcome(value=value, error=refusal)
 
 
 def graphopt_command() -> list[str]:
@@ -212,6 +220,33 @@ def run_cli(
         raise Defect(f"`{shown}` ran for more than {timeout} s") from None
     check_cli(result, expected, shown)
     return result
+
+
+def run_in_process(
+    args: Sequence[str], limit: float = TIME_LIMIT
+) -> subprocess.CompletedProcess[str]:
+    """Runs `graphopt ARGS` in this process through the entry point's own error handling
+    (`graphopt.cli.run`), capturing its status, stdout and stderr, for `check_cli`.
+
+    Raises:
+        Defect: more than `limit` seconds, an exception or exit escaping `run` (whose last
+            resort must turn every one into a status), or a warning Python would print.
+    """
+    shown = " ".join(args)
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with redirect_stdout(out), redirect_stderr(err), time_limit(limit):
+                code = run(list(args))
+        except _Hang:
+            raise Defect(f"`{shown}` ran for more than {limit} s") from None
+        except (Exception, SystemExit) as error:
+            raise Defect(
+                f"`{shown}` let {type(error).__name__} escape: {error!r}"[:2000]
+            ) from error
+    _check_warnings(caught, f"`{shown}`")
+    return subprocess.CompletedProcess(["graphopt", *args], code, out.getvalue(), err.getvalue())
 
 
 def check_cli(

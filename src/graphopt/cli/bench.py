@@ -10,7 +10,15 @@ from typing import Annotated, Protocol
 
 import typer
 
-from graphopt.cli.common import CapacityOption, JsonFlag, print_json, user_errors
+from graphopt.cli.common import (
+    EXIT_FAILED_RUNS,
+    CapacityOption,
+    JsonFlag,
+    check_output,
+    count,
+    print_json,
+    user_errors,
+)
 from graphopt.errors import GraphoptError
 from graphopt.progress import progress_bar
 
@@ -62,12 +70,12 @@ def bench(
     ] = "brkga,compiler-best,gp-metis",
     objective: Annotated[
         str | None,
-        typer.Option(help="peak-memory or makespan [default: peak-memory; zoo-real: both]."),
+        typer.Option(help="peak-memory or makespan \\[default: peak-memory; zoo-real: both]."),
     ] = None,
     devices: Annotated[
         int | None,
         typer.Option(
-            help="Number of devices [default: 2; zoo-real, gdp-*: 2, 4 and 8; "
+            help="Number of devices \\[default: 2; zoo-real, gdp-*: 2, 4 and 8; "
             "fusion-table3: 1, 2, 4]."
         ),
     ] = None,
@@ -77,7 +85,7 @@ def bench(
         typer.Option(
             min=0.0,
             help="gdp-table1: each device's memory as a fraction of the graph's one-device peak "
-            "[default: 0.6; 0: no capacity].",
+            "\\[default: 0.6; 0: no capacity].",
         ),
     ] = None,
     budget: Annotated[
@@ -85,7 +93,7 @@ def bench(
     ] = 5000,
     time_limit: Annotated[
         float | None,
-        typer.Option("--time", help="zoo-real: seconds for auto per problem [default: 10]."),
+        typer.Option("--time", help="zoo-real: seconds for auto per problem \\[default: 10]."),
     ] = None,
     budgets: Annotated[
         str | None,
@@ -103,7 +111,7 @@ def bench(
     ] = None,
     seeds: Annotated[
         int | None,
-        typer.Option(min=1, help="Seeds per graph and solver [default: 1; fusion-table3: 3]."),
+        typer.Option(min=1, help="Seeds per graph and solver \\[default: 1; fusion-table3: 3]."),
     ] = None,
     exact_time: Annotated[
         float, typer.Option("--exact-time", help="CP-SAT seconds per graph (> 0).")
@@ -123,7 +131,7 @@ def bench(
         str | None,
         typer.Option(
             help="gflownet-* suites: GFlowNet checkpoint; gdp-table1: the pre-trained GDP "
-            "checkpoint [default: the shipped one]."
+            "checkpoint \\[default: the shipped one]."
         ),
     ] = None,
     ppo_policy: Annotated[
@@ -134,9 +142,9 @@ def bench(
         int | None,
         typer.Option(
             min=1,
-            help="gflownet-robustness/-real/-losses: training steps per run [default: 200]; "
-            "gdp-table1: GDP-one's PPO steps [default: 100]; gdp-fig5: PPO steps of each "
-            "pre-training run [default: 150].",
+            help="gflownet-robustness/-real/-losses: training steps per run \\[default: 200]; "
+            "gdp-table1: GDP-one's PPO steps \\[default: 100]; gdp-fig5: PPO steps of each "
+            "pre-training run \\[default: 150].",
         ),
     ] = None,
     ppo_steps: Annotated[
@@ -153,10 +161,10 @@ def bench(
         str | None,
         typer.Option(
             help="fusion-table3, gdp-table1: comma-separated zoo models whose training graphs "
-            "run [default: fusion-table3: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,"
+            "run \\[default: fusion-table3: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,"
             "lstm-lm-unrolled-32; gdp-table1: gpt2-tiny,inception-small,wavenet,gnmt-tiny,"
             "lstm-lm-unrolled-32 and the held-out llama-tiny,t5-tiny]; gdp-fig5: families "
-            "held out in turn [default: transformer,inception,wavenet,rnn]."
+            "held out in turn \\[default: transformer,inception,wavenet,rnn]."
         ),
     ] = None,
     policies: Annotated[
@@ -164,7 +172,7 @@ def bench(
         typer.Option(
             help="fusion-table3: comma-separated fusion policies (none, default, xla-priority, "
             "greedy, sa); gdp-table1: comma-separated methods (one-device, expert, metis, "
-            "hint, heft, brkga, regal, hdp, gdp-one, gdp-zero-shot, gdp-finetune) [default: all]."
+            "hint, heft, brkga, regal, hdp, gdp-one, gdp-zero-shot, gdp-finetune) \\[default: all]."
         ),
     ] = None,
     sa_time: Annotated[
@@ -179,8 +187,10 @@ def bench(
 ) -> None:
     """Compare solvers on a suite with the papers' metrics; write markdown, CSV and plots.
 
-    summary.md records the command line, so published results say how they were made.
+    summary.md records the command line, so published results say how they were made. A run
+    that fails is recorded there with its error and the suite goes on; the command then exits 1.
     """
+    check_output(output_dir, "-o", folder=True)
     from graphopt.costmodels.machine import Machine
     from graphopt.evaluation.bench import BASELINE, markdown_table, run_bench, write_reports
     from graphopt.evaluation.suites import load_suite, report_name
@@ -286,15 +296,36 @@ def bench(
                 task, completed=done, total=total, description=label[:40]
             ),
         )
-    title = f"{suite}: {goal.value}, {devices} devices, {len(graphs)} graphs, {seeds} seed(s)"
+    title = (
+        f"{suite}: {goal.value}, {count(devices, 'device')}, {count(len(graphs), 'graph')}, "
+        f"{count(seeds, 'seed')}"
+    )
     folder = output_dir / report_name(suite)
     written = write_reports(result, folder, title, _command_line(), histogram)
+    failed = [run.failure() for run in result.failures]
     if as_json:
-        print_json({"suite": suite, "summary": result.summary, "files": [str(p) for p in written]})
+        print_json(
+            {
+                "suite": suite,
+                "summary": result.summary,
+                "files": [str(p) for p in written],
+                "failed": failed,
+            }
+        )
     else:
         typer.echo(title)
         typer.echo(markdown_table(result.summary, budget))
         typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+    if failed:
+        for line in failed:
+            typer.echo(f"failed: {line}", err=True)
+        others = "the others finished and " if len(failed) < result.n_runs else ""
+        typer.echo(
+            f"error: {len(failed)} of {result.n_runs} runs failed; {others}"
+            f"{folder / 'summary.md'} lists each failure",
+            err=True,
+        )
+        raise typer.Exit(EXIT_FAILED_RUNS)
 
 
 def _bench_fusion(

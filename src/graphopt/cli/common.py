@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +23,8 @@ from graphopt.errors import GraphoptError, one_line
 console = Console()
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Help texts write `\\[` for a literal bracket: typer renders them as rich markup, in which
+# "[default: 2]" is a tag and vanishes.
 JsonFlag = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on stdout instead of tables.")
 ]
@@ -33,7 +37,7 @@ DeviceOption = Annotated[
 ]
 CapacityOption = Annotated[str | None, typer.Option(help="Memory per device, e.g. 16GiB.")]
 BandwidthOption = Annotated[
-    float | None, typer.Option(help="Transfer bytes/second [default: infinite].")
+    float | None, typer.Option(help="Transfer bytes/second \\[default: infinite].")
 ]
 SolutionArgument = Annotated[
     Path, typer.Argument(help="Solution file (graphopt.solution/1).", metavar="SOLUTION")
@@ -41,16 +45,18 @@ SolutionArgument = Annotated[
 # A solution's own machine, unless overridden: the options of `score`, and of the commands that
 # must time a solution as `score` does.
 SolutionDevicesOption = Annotated[
-    int | None, typer.Option("--devices", help="Devices [default: the solution's].")
+    int | None, typer.Option("--devices", help="Devices \\[default: the solution's].")
 ]
 SolutionLatencyOption = Annotated[
     float | None,
-    typer.Option("--latency", help="Seconds added to each transfer [default: 0]."),
+    typer.Option("--latency", help="Seconds added to each transfer \\[default: 0]."),
 ]
 SolutionModeOption = Annotated[
-    str | None, typer.Option("--mode", help="Transfer mode: sync or async [default: sync].")
+    str | None, typer.Option("--mode", help="Transfer mode: sync or async \\[default: sync].")
 ]
 
+EXIT_FAILED_RUNS = 1
+"""`bench`: some runs failed; the others finished and the reports record each failure."""
 EXIT_INVALID = 2
 """Invalid input or request: one line naming the item and the rule (docs/format.md)."""
 EXIT_INFEASIBLE = 3
@@ -102,5 +108,67 @@ def _exit_code(error: GraphoptError) -> int:
 
 
 def print_json(document: dict[str, Any]) -> None:
-    """Writes `document` as the one line of JSON that `--json` promises on stdout."""
-    sys.stdout.write(json.dumps(document) + "\n")
+    """Writes `document` as the one line of JSON that `--json` promises on stdout.
+
+    JSON has no NaN or infinity, so a value that is not a finite number (a mean over no runs,
+    the interval of one value) is written as null.
+    """
+    sys.stdout.write(json.dumps(_finite(document), allow_nan=False) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float, however deep in lists and dicts, replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def check_output(path: Path, option: str, folder: bool = False) -> None:
+    """Refuses an output path that cannot be written, before any work, naming it as given.
+
+    A file output must not be a directory, and its folder must exist and be writable; a folder
+    output (created with its parents when missing) must not be a file, and the nearest existing
+    folder above it must be writable. Checked first, so that a long search or export is never
+    lost to a path that was wrong from the start.
+
+    Raises:
+        GraphoptError: the first rule `path` breaks.
+    """
+    kind = "folder" if folder else "file"
+    if path.exists() and path.is_dir() != folder:
+        found = "a file" if folder else "a directory"
+        raise GraphoptError(f"{path}: is {found}; {option} names the {kind} to write")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise GraphoptError(f"{path}: is not writable")
+    parent = path.parent
+    while folder and not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    where = f"{path}: {'the' if folder else 'its'} folder '{parent}'"
+    if not parent.exists():
+        raise GraphoptError(f"{where} does not exist")
+    if not parent.is_dir():
+        raise GraphoptError(f"{where} is a file")
+    if not path.exists() and not os.access(parent, os.W_OK):
+        raise GraphoptError(f"{where} is not writable")
+
+
+def shown(value: float) -> float:
+    """A ratio rounded for display: float noise below 1e-12 is no result (files keep it exact).
+
+    A 1-device speedup computes as 0.9999999999999996, a gap over the bound as -1e-16.
+    """
+    return round(value, 12) + 0.0
+
+
+def percent(fraction: float) -> str:
+    """`fraction` as a percentage with two decimals, never "-0.00%"."""
+    return f"{round(fraction, 4) + 0.0:.2%}"
+
+
+def count(number: int, noun: str) -> str:
+    """`1 device`, `2 devices`: a count with its noun in the right number."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"

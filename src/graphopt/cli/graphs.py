@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich import box
 from rich.table import Column, Table
 
 from graphopt.cli.common import (
@@ -15,6 +16,7 @@ from graphopt.cli.common import (
     GraphArgument,
     GraphOutput,
     JsonFlag,
+    check_output,
     console,
     print_json,
     user_errors,
@@ -60,6 +62,7 @@ def generate(
     as_json: JsonFlag = False,
 ) -> None:
     """Generate a synthetic computation graph (paper 004 E.5 families)."""
+    check_output(output, "-o")
     from graphopt.ir.generators import generate as generate_graph
     from graphopt.ir.io import write_graph
 
@@ -164,6 +167,7 @@ def import_(
     as_json: JsonFlag = False,
 ) -> None:
     """Import a real graph (PyTorch, ONNX, CostGraphDef) with per-op costs."""
+    check_output(output, "-o")
     from graphopt.costmodels.roofline import apply_profile, device_spec, read_profile
     from graphopt.importers import import_graph
 
@@ -197,47 +201,47 @@ def _write_summary(graph: Graph, output: Path, as_json: bool) -> None:
 @zoo_app.command("list")
 @user_errors
 def zoo_list(as_json: JsonFlag = False) -> None:
-    """List the zoo's models with their measured graph sizes (inference and training step)."""
-    from graphopt.importers.zoo import ZOO
-    from graphopt.importers.zoo_sizes import read_sizes, zoo_sizes
+    """List the zoo's models with their measured graph sizes (inference and training step).
 
-    rows = [
-        {
-            "name": m.name,
-            "family": m.family,
-            "description": m.description,
-            "sizes": zoo_sizes(m.name),
-        }
-        for m in ZOO.values()
-    ]
+    Read from the sizes recorded with the zoo, without importing torch. Two tables, sizes and
+    what each model is, so that both stay readable at 80 columns.
+    """
+    from graphopt.importers.zoo_sizes import read_sizes, zoo_catalogue
+
+    rows = zoo_catalogue()
     torch_version = read_sizes()["torch_version"]
     if as_json:
         print_json({"models": rows, "torch_version": torch_version})
         return
-    table = Table(
-        "model",
+    sizes = Table(
+        Column("model", no_wrap=True),
+        *(
+            Column(header, justify="right", no_wrap=True)
+            for header in ("ops", "MB", "train ops", "train MB", "params MB")
+        ),
+        box=box.SIMPLE_HEAD,
+        caption=f"MB: tensor bytes / 1e6; train: one training step; measured with torch "
+        f"{torch_version}",
+    )
+    described = Table(
+        Column("model", no_wrap=True),
         "family",
-        Column("ops", justify="right"),
-        Column("tensor MB", justify="right"),
-        Column("train ops", justify="right"),
-        Column("train tensor MB", justify="right"),
-        Column("params MB", justify="right"),
-        "what it is",
-        caption=f"sizes measured with torch {torch_version}; train: one training step",
+        Column("what it is", overflow="fold"),
+        box=box.SIMPLE_HEAD,
     )
     for row in rows:
         inference, train = row["sizes"]["inference"], row["sizes"]["train"]
-        table.add_row(
+        sizes.add_row(
             row["name"],
-            row["family"],
             f"{inference['ops']:,}",
             f"{inference['tensor_bytes'] / 1e6:,.1f}",
             f"{train['ops']:,}",
             f"{train['tensor_bytes'] / 1e6:,.1f}",
             f"{train['persistent_bytes'] / 1e6:,.1f}",
-            row["description"],
         )
-    console.print(table)
+        described.add_row(row["name"], row["family"], row["description"])
+    console.print(sizes)
+    console.print(described)
 
 
 @zoo_app.command("export")
@@ -252,6 +256,7 @@ def zoo_export(
     as_json: JsonFlag = False,
 ) -> None:
     """Export a zoo model's inference or training-step graph with per-op costs."""
+    check_output(output, "-o")
     from graphopt.costmodels.roofline import device_spec
     from graphopt.importers.zoo import export_graph
 
@@ -273,6 +278,7 @@ def dataset_build(
     as_json: JsonFlag = False,
 ) -> None:
     """Build a dataset: gather, split by topology (3-1-1), augment, store with a manifest."""
+    check_output(output, "-o", folder=True)
     from graphopt.datasets import DEFAULT_CONFIG, DatasetConfig, build_dataset
 
     shipped = DEFAULT_CONFIG.parent / f"{config}.json"

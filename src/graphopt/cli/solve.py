@@ -20,12 +20,22 @@ from graphopt.cli.common import (
     SolutionDevicesOption,
     SolutionLatencyOption,
     SolutionModeOption,
+    check_output,
     console,
+    percent,
     print_json,
+    shown,
     user_errors,
 )
 from graphopt.errors import GraphoptError, one_line
 from graphopt.progress import progress_bar
+from graphopt.solvers.registry import (
+    FINETUNERS,
+    FUSION_SEARCHERS,
+    LEARNED,
+    SOLVERS,
+    default_fusion,
+)
 
 if TYPE_CHECKING:
     from graphopt.costmodels.machine import Machine
@@ -55,7 +65,7 @@ def score(
     seed: Annotated[int, typer.Option(help="Seed of the noisy target's runtimes.")] = 0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Check a solution and compute its peak memory and makespan (COST_MODEL.md).
+    """Check a solution and compute its peak memory and makespan (docs/format.md sections 5-6).
 
     Machine settings come from the options, else from the solution's `machine` field, else the
     defaults. Exits 1 when the solution's claimed objective disagrees with the computed one (checked
@@ -83,7 +93,7 @@ def score(
         target_graph, target_machine = model.apply(graph, machine, seed)
         scored = Scorer(target_graph, target_machine).score(solution)
         targets.append(
-            {"target": str(model), "makespan": scored.makespan, "speedup": scored.speedup}
+            {"target": str(model), "makespan": scored.makespan, "speedup": shown(scored.speedup)}
         )
     claimed = dict(solution.objective)
     # Claims describe the solution's own machine; with another machine they are not comparable.
@@ -93,7 +103,7 @@ def score(
         "graph": graph.name,
         "devices": machine.n_devices,
         "valid": True,
-        **result.to_json(),
+        **_shown_score(result.to_json()),
         "fusion_groups": solution.n_groups,
         "machine": machine.to_json(),
         "claimed": claimed,
@@ -132,6 +142,16 @@ def score(
         raise typer.Exit(1)
 
 
+def _shown_score(document: dict[str, Any]) -> dict[str, Any]:
+    """A score's JSON with its speedup rounded for display (`shown`); files keep it exact."""
+    return {**document, "speedup": shown(document["speedup"])}
+
+
+_DEFAULT_FUSION = ", ".join(
+    f"{entry.fusion} for {name}" for name, entry in SOLVERS.items() if entry.fusion != "none"
+)
+
+
 def _parse_pins(texts: list[str]) -> dict[str, int]:
     """`--pin OP=DEVICE` options as {op: device}; an op pinned to two devices is refused."""
     pins: dict[str, int] = {}
@@ -166,17 +186,19 @@ def optimize(
     solver: Annotated[str, typer.Option(help="Solver name (see `graphopt solvers`).")] = "auto",
     policy: Annotated[
         str | None,
-        typer.Option(
-            help="Policy checkpoint of a learned solver (regal, gas, idrs, gflownet, gdp).",
-        ),
+        typer.Option(help=f"Policy checkpoint of a learned solver ({', '.join(LEARNED)})."),
     ] = None,
     finetune: Annotated[
         int,
-        typer.Option(min=0, help="PPO steps on the graph before placing it (--solver gdp)."),
+        typer.Option(
+            min=0, help=f"PPO steps on the graph before solving it ({', '.join(FINETUNERS)})."
+        ),
     ] = 0,
     budget: Annotated[
         int | None,
-        typer.Option(help="Evaluations (repeatable with --seed) [default: --time 10 if neither]."),
+        typer.Option(
+            help="Evaluations (repeatable with --seed) \\[default: --time 10 if neither]."
+        ),
     ] = None,
     time_limit: Annotated[float | None, typer.Option("--time", help="Seconds of search.")] = None,
     seed: Annotated[int, typer.Option(min=0, help="Random seed.")] = 0,
@@ -200,20 +222,26 @@ def optimize(
         ),
     ] = None,
     fusion: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="Fuse ops: search (with placement and order: brkga, brkga-tuned, auto), or "
-            "after the search, on its best placement and order: default (XLA-like), "
-            "xla-priority, greedy (Inductor-like), anneal (over fusion priorities); or none."
+            help=f"Fuse ops: search (with placement and order: {', '.join(FUSION_SEARCHERS)}), "
+            "or after the search, on its best placement and order: default (XLA-like), "
+            "xla-priority, greedy (Inductor-like), anneal (over fusion priorities); or none "
+            f"\\[default: {_DEFAULT_FUSION} on a graph with fusion classes, else none].",
+            show_default=False,
         ),
-    ] = "none",
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Find a placement and schedule; write the best solution and print a summary.
 
     Ctrl-C stops the search and still writes the best solution found so far. Exits 3 (after
-    writing it) when no solution found fits the capacity.
+    writing it) when no solution found fits the capacity. The output paths are checked before
+    the search, so that a wrong one costs no search.
     """
+    check_output(output, "-o")
+    if candidates is not None:
+        check_output(candidates, "--candidates", folder=True)
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     from graphopt.costmodels.machine import Machine
@@ -222,6 +250,8 @@ def optimize(
     from graphopt.optimize import optimize as run_optimize
 
     graph = read_graph(graph_path)
+    if fusion is None:
+        fusion = default_fusion(solver, bool(graph.op_fusion.any()))
     machine = Machine.from_options(devices, capacity, latency, bandwidth, mode)
     pins = _parse_pins(pin or [])
     targets = [TargetModel.parse(text) for text in target or []]
@@ -263,24 +293,27 @@ def optimize(
         bar.update(task, completed=result.evaluations)
     solution = result.solution
     write_solution(graph, solution, output)
+    exact = int if result.objective.value == "peak-memory" else float  # bytes are integers
+    value, bound = exact(result.value), exact(result.bound)
     report = None
     if candidates is not None:
         report = _write_candidates(
-            graph, machine, objective, result.candidates, candidates, targets, seed
+            graph, machine, objective, result.candidates, top_k, candidates, targets, seed
         )
     summary = {
         "graph": graph.name,
         "solver": solver,
         "objective": result.objective.value,
-        "value": result.value,
-        "lower_bound": result.bound,
-        "gap": result.gap,
+        "value": value,
+        "lower_bound": bound,
+        "gap": shown(result.gap),
         "status": result.status,
+        "stopped": solution.solver.get("stopped"),
         "feasible": result.feasible,
         "evaluations": result.evaluations,
         "seconds": result.seconds,
         "fusion_groups": solution.n_groups,
-        **result.score.to_json(),
+        **_shown_score(result.score.to_json()),
         "notes": list(solution.solver.get("notes", [])),
         "output": str(output),
     }
@@ -291,9 +324,12 @@ def optimize(
     else:
         table = Table(title=f"{solver} on {graph.name or graph_path.name}", show_header=False)
         table.add_row("objective", f"{result.objective.value} ({unit})")
-        table.add_row("best", f"{result.value:,.9g}")
-        table.add_row("lower bound", f"{result.bound:,.9g} (best is {result.gap:.2%} above it)")
-        table.add_row("status", result.status)
+        table.add_row("best", f"{value:,.9g}")
+        table.add_row("lower bound", f"{bound:,.9g} (best is {percent(result.gap)} above it)")
+        status = result.status
+        if summary["stopped"] == "stalled":
+            status += ", stopped early: the search stalled (see the note)"
+        table.add_row("status", status)
         table.add_row("peak memory (bytes)", f"{result.score.peak_memory:,}")
         table.add_row("makespan (s)", f"{result.score.makespan:.9g}")
         if solution.n_groups:
@@ -303,7 +339,8 @@ def optimize(
         table.add_row("written to", str(output))
         if report is not None:
             table.add_row(
-                f"top {report['k']} candidates",
+                f"top {report['k']} candidates"
+                + (f" (K = {top_k} asked; see the note)" if report["k"] < top_k else ""),
                 f"proxy speedup best {report['proxy']['best']:.4f}, "
                 f"mean {report['proxy']['mean']:.4f}; written to {candidates}",
             )
@@ -336,11 +373,16 @@ def _write_candidates(
     machine: Machine,
     objective: str,
     kept: Sequence[Solution],
+    asked: int,
     directory: Path,
     targets: Sequence[TargetModel],
     seed: int,
 ) -> dict[str, Any]:
-    """Writes each candidate as candidate-NNNN.json and their report as report.json."""
+    """Writes each candidate as candidate-NNNN.json and their report as report.json.
+
+    The report's `k` is the number written and `asked` the K of `--top-k`: fewer are written
+    when fewer distinct schedules were sampled (the solution's notes say why).
+    """
     from graphopt.evaluation.candidates import score_candidates
     from graphopt.ir.io import write_solution
     from graphopt.solvers.base import Problem
@@ -352,6 +394,7 @@ def _write_candidates(
     document = {
         "graph": graph.name,
         "k": report.k,
+        "asked": asked,
         "proxy": dict(zip(("best", "mean"), report.proxy, strict=True)),
         "targets": {
             name: dict(zip(("best", "mean"), values, strict=True))
@@ -366,8 +409,6 @@ def _write_candidates(
 
 def solvers() -> None:
     """List the solvers `optimize --solver` and `bench --solvers` accept."""
-    from graphopt.solvers.registry import SOLVERS
-
     table = Table("solver", "what it does")
     for name, entry in SOLVERS.items():
         table.add_row(name, entry.description)
@@ -392,7 +433,8 @@ def warmup(
     )
     if report.overlap:
         typer.echo(
-            "warning: graphopt.warmup.PARALLEL is out of date: its groups share "
-            + ", ".join(report.overlap),
+            "warning: graphopt.warmup.STAGES is out of date: groups of one stage compile "
+            "kernels side by side that they share (move those runs into one group, or a "
+            "later stage): " + ", ".join(report.overlap),
             err=True,
         )

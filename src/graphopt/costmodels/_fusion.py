@@ -1,4 +1,4 @@
-"""numba kernels for fusion groups (COST_MODEL.md section 7): their rules and their scoring.
+"""numba kernels for fusion groups (docs/format.md section 13): their rules and their scoring.
 
 A solution with groups is scored by `score_fused`, the walk of `_kernels.score_solution` in which
 a group's first op event runs the whole group as one step: `_kernels.op_step` on op `gid` of a
@@ -15,7 +15,7 @@ readers count the plain walk makes too; a first version that visited every edge 
 1.35x the time of the plain walk by itself. The twin is `_reference.py`, which walks the groups
 literally.
 
-The rules are reported group by group in the order section 7 lists them (`check_groups`). The
+The rules are reported group by group in the order section 13 lists them (`check_groups`). The
 fast path only notes, on its way, whether some group breaks one; the one that needs a search of
 the graph, convexity, it skips, since a valid schedule implies it (a path that leaves a group and
 comes back puts an event between two of its members). After any violation `check_groups` runs
@@ -121,9 +121,9 @@ def check_groups(
     max_ops: int,
     convexity: bool,
 ) -> tuple[int, int, int]:
-    """First rule of section 7 a group breaks, as (violation, group, op); (0, -1, -1) if none.
+    """First rule of section 13 a group breaks, as (violation, group, op); (0, -1, -1) if none.
 
-    Groups are taken in order and each group's rules in the order section 7 lists them. The op is
+    Groups are taken in order and each group's rules in the order section 13 lists them. The op is
     the lowest that breaks the rule: a "none" member, the second contraction, a member on
     another device than the group's lowest op, one not connected to it, or an op outside the
     group on a path that leaves it and comes back. Convexity is only checked when asked.
@@ -238,11 +238,11 @@ def group_ops(
     The graph of groups shares the tensors of `g`; op `gid` of it consumes the group's external
     inputs (distinct, ascending), produces its members' non-internal outputs (ascending), holds
     their summed temp memory and lasts the group's roofline time, so that `_kernels.op_step`
-    runs a group exactly as section 7 says. A group is one reader of each copy it reads and
+    runs a group exactly as section 13 says. A group is one reader of each copy it reads and
     does not read its own members' outputs: `_kernels.count_readers`'s counts, less those reads.
 
     Only the members' own edges are visited, group by group, so the cost grows with the fused
-    ops rather than with the graph. On the way it sees whether a group breaks a rule of section 7
+    ops rather than with the graph. On the way it sees whether a group breaks a rule of section 13
     other than convexity (which a valid schedule implies); `check_groups` then says which rule and
     group come first.
 

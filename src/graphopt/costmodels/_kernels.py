@@ -25,7 +25,7 @@ from graphopt.ir.arrays import GraphArrays, _u
 
 PINNED = 1 << 30
 """Extra readers given to a persistent tensor's or a graph output's home copy: it is never
-freed (section 4)."""
+freed (section 5)."""
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

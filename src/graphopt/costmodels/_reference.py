@@ -1,6 +1,6 @@
 """Plain, literal implementation of the scoring rules: the oracle the numba kernels are tested on.
 
-It follows COST_MODEL.md sections 3-5 and 7 word by word (graph outputs and fusion groups
+It follows docs/format.md sections 2, 5, 6 and 13 word by word (graph outputs and fusion groups
 included), with Python sets and dicts, and measures the memory of every device at every step. A
 step is one event, or the consecutive op events of one fusion group. Slow by design; never call
 it on a hot path.
@@ -24,7 +24,7 @@ from graphopt.ir.solution import MAX_GROUP_OPS, Solution
 
 
 def reference_check(graph: Graph, solution: Solution) -> tuple[Violation, int, int]:
-    """First rule of sections 3 and 7 the solution breaks, as (violation, where, detail)."""
+    """First rule of sections 4 and 13 the solution breaks, as (violation, where, detail)."""
     d = solution.n_devices
     place = [int(p) for p in solution.placement]
     for op, device in enumerate(place):
@@ -122,7 +122,7 @@ def step_outputs(graph: Graph, step: list[int], internal: set[int]) -> list[int]
 def reference_group_check(
     graph: Graph, solution: Solution, groups: list[list[int]]
 ) -> tuple[Violation, int, int]:
-    """First rule of section 7 a group breaks, group by group in the order the section lists."""
+    """First rule of section 13 a group breaks, group by group in the order the section lists."""
     classes = graph.op_fusion
     place = solution.placement
     successors: dict[int, set[int]] = {op: set() for op in range(graph.n_ops)}
@@ -190,7 +190,7 @@ def reference_steps(graph: Graph, solution: Solution) -> list[list[int]]:
 
 
 def reference_releases(graph: Graph, solution: Solution) -> dict[int, list[tuple[int, int]]]:
-    """Step -> the copies (tensor, device) freed right after it (sections 4 and 7).
+    """Step -> the copies (tensor, device) freed right after it (sections 5 and 13).
 
     Steps are those of `reference_steps` of a valid solution (one per event without fusion).
     A copy is freed after the step of its last reader, or after the step that made it when
@@ -226,7 +226,7 @@ def reference_releases(graph: Graph, solution: Solution) -> dict[int, list[tuple
 
 
 def reference_memory_steps(graph: Graph, solution: Solution) -> list[list[int]]:
-    """Memory of every device at every step (sections 4 and 7) of a valid solution.
+    """Memory of every device at every step (sections 5 and 13) of a valid solution.
 
     Row t holds step t's bytes per device: resident copies plus the running ops' temp memory.
     """
@@ -256,7 +256,7 @@ def reference_memory_steps(graph: Graph, solution: Solution) -> list[list[int]]:
 def persistent_per_device(graph: Graph, placement: np.ndarray, n_devices: int) -> np.ndarray:
     """[n_devices] int64 bytes of the persistent tensors homed on each device.
 
-    Every step of a device stands on them (section 4).
+    Every step of a device stands on them (section 5).
     """
     persistent = np.zeros(n_devices, dtype=np.int64)
     home = np.asarray(placement, dtype=np.int64)[graph.tensor_producer]
@@ -269,7 +269,7 @@ def persistent_per_device(graph: Graph, placement: np.ndarray, n_devices: int) -
 
 
 def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
-    """Peak memory of each device (section 4) of a valid solution: its largest step."""
+    """Peak memory of each device (section 5) of a valid solution: its largest step."""
     peak = [0] * solution.n_devices
     for step in reference_memory_steps(graph, solution):
         peak = [max(p, m) for p, m in zip(peak, step, strict=True)]
@@ -279,7 +279,7 @@ def reference_peak_memory(graph: Graph, solution: Solution) -> list[int]:
 def reference_event_times(
     graph: Graph, solution: Solution, machine: Machine
 ) -> list[tuple[float, float]]:
-    """(start, finish) of every step (sections 5 and 7) of a valid solution, in schedule order.
+    """(start, finish) of every step (sections 6 and 13) of a valid solution, in schedule order.
 
     An async transfer occupies no device: it starts when its tensor is produced. A group lasts
     its roofline time: the larger of its members' compute and its memory traffic, plus a launch.
@@ -325,7 +325,7 @@ def reference_event_times(
 
 
 def reference_makespan(graph: Graph, solution: Solution, machine: Machine) -> float:
-    """Makespan (section 5) of a valid solution: the latest finish of any event."""
+    """Makespan (section 6) of a valid solution: the latest finish of any event."""
     return max([0.0] + [finish for _, finish in reference_event_times(graph, solution, machine)])
 
 

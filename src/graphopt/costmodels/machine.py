@@ -1,4 +1,4 @@
-"""The machine a solution runs on (COST_MODEL.md section 2)."""
+"""The machine a solution runs on (docs/format.md section 3)."""
 
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ class Score:
     """What the cost model says of one valid solution.
 
     Attributes:
-        peak_memory_per_device: peak(d) of each device in bytes (section 4).
-        makespan: latest finish of any event in seconds (section 5).
+        peak_memory_per_device: peak(d) of each device in bytes (section 5).
+        makespan: latest finish of any event in seconds (section 6).
         speedup: sum of op runtimes / makespan.
         capacity: the machine's per-device capacity the solution was checked against, if any.
     """
@@ -57,7 +57,7 @@ class Score:
     def disagreements(self, claimed: Mapping[str, Any]) -> list[str]:
         """Claimed objective values that differ from these by more than a relative 1e-9.
 
-        Only keys this score knows are compared (section 3: a checker must agree to 1e-9).
+        Only keys this score knows are compared (section 2: a checker must agree to 1e-9).
         """
         computed = self.to_json()
         found = []
@@ -262,7 +262,7 @@ def check_kernel(graph: Graph) -> None:
     if graph.kernel is None:
         raise SolutionError(
             f"graph '{graph.name}' has no 'kernel' field (memory_bandwidth, launch_overhead), "
-            "which scoring fusion groups needs (COST_MODEL.md section 7); graphs that graphopt "
+            "which scoring fusion groups needs (docs/format.md section 13); graphs that graphopt "
             "imports carry it: add it, or score the solution without its groups"
         )
 

@@ -2,7 +2,7 @@
 
 Paper 004 (section 5.1, E.3) ranks schedules with a proxy and re-evaluates the best ones on
 targets that model its typical errors. Each target here is a transform of the graph or machine,
-scored by the same contract rules (section 5), so a target makespan is as exact as a proxy one:
+scored by the same contract rules (section 6), so a target makespan is as exact as a proxy one:
 
 - ``noisy:S``: op runtimes were profiled wrongly; each is multiplied by exp(S z) with z drawn
   from a standard normal, seeded (S = 0.1 gives about 10% errors, median unchanged).

@@ -1,4 +1,4 @@
-"""The rules a solution must satisfy (COST_MODEL.md sections 3 and 7), as codes both scorers share.
+"""The rules a solution must satisfy (docs/format.md sections 4 and 13), as shared codes.
 
 Both the reference scorer and the numba kernels report the first rule broken as
 (violation, where, detail), checking events in schedule order and, within an event, in the same
@@ -30,7 +30,7 @@ class Violation(IntEnum):
     TRANSFER_BEFORE_PRODUCER = 6  # where: position
     INPUT_NOT_AVAILABLE = 7  # where: position, detail: input tensor
     OP_MISSING = 8  # where: op
-    # Fusion groups (section 7), checked after the placement and before the schedule.
+    # Fusion groups (section 13), checked after the placement and before the schedule.
     GROUP_TOO_SMALL = 9  # where: group, detail: its op
     GROUP_UNFUSABLE = 10  # where: group, detail: the op of class none
     GROUP_CONTRACTIONS = 11  # where: group, detail: its second contraction

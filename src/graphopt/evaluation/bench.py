@@ -3,7 +3,9 @@
 Each solver gets the same evaluation budget (paper 001 section 4.2: 5,000); CP-SAT gets a time
 limit instead and, where it proves optimality, its value is the best known solution of that
 graph. Per graph, a solver's value is its mean over seeds. Metrics are taken against BRKGA with
-the same budget, which is added to the run when not asked for.
+the same budget, which is added to the run when not asked for. A run that fails (a solver that
+refuses the problem, or a bug) is recorded with its one-line error and left out of the metrics;
+the others still run.
 
 The reports reproduce paper 001's evaluation: table 1 (mean % improvement over BRKGA with its
 95% confidence interval, geometric-mean % gap from the best known value), table 2 (seconds per
@@ -23,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from graphopt._messages import raised
 from graphopt.costmodels.machine import Machine
+from graphopt.errors import GraphoptError
 from graphopt.evaluation.metrics import (
     gap_from_best,
     geometric_mean_gap,
@@ -56,6 +60,18 @@ class Run:
     trace: Trace
     lower_bound: float = math.nan
     """The problem's lower bound (`graphopt.solvers.bounds`), which no solver can beat."""
+    error: str = ""
+    """Why the run failed, on one line; "" when it ran. A failed run has no value (NaN)."""
+
+    def failure(self) -> str:
+        """`solver on graph (seed s): error`, the line a report gives a failed run."""
+        return f"{self.solver} on {self.graph} (seed {self.seed}): {self.error}"
+
+
+def _failed(graph: Graph, solver: str, seed: int, error: Exception) -> Run:
+    """The record of a run that raised `error`: its message on one line, no value."""
+    text = str(error) if isinstance(error, GraphoptError) else f"internal error: {raised(error)}"
+    return Run(graph.name, solver, seed, math.nan, False, 0, 0.0, "failed", Trace(), error=text)
 
 
 @dataclass(frozen=True)
@@ -79,6 +95,17 @@ class BenchResult:
     budgets: tuple[int, ...] = ()
     curve_runs: dict[int, list[Run]] = field(default_factory=dict)
     showcase: tuple[Graph, Machine, dict[str, Solution]] | None = None
+
+    @property
+    def failures(self) -> list[Run]:
+        """Every run that failed, at the main budget and on the budget curve."""
+        curve = [run for runs in self.curve_runs.values() for run in runs]
+        return [run for run in (*self.runs, *curve) if run.error]
+
+    @property
+    def n_runs(self) -> int:
+        """Runs made, failed ones included."""
+        return len(self.runs) + sum(len(runs) for runs in self.curve_runs.values())
 
 
 def run_bench(
@@ -108,6 +135,9 @@ def run_bench(
         exact_max_ops: run CP-SAT only on graphs of at most this many ops (it cannot prove
             optima on large graphs within its time limit); None runs it on all.
         progress: called after each run with the runs done, the runs planned and a short label.
+
+    A run that raises is recorded as failed (`Run.error`) and the bench goes on: one solver
+    refusing one graph must not lose hours of other runs.
 
     Raises:
         SolverError: a budget that is not a positive integer or an `exact_max_ops` below 1,
@@ -140,7 +170,10 @@ def run_bench(
         warm_up = Problem(graphs[0], machine, objective)
         for name in names:
             budget = Budget(seconds=1.0) if name == EXACT else Budget(evaluations=1_000)
-            make_solver(name).solve(warm_up, budget, 0)
+            try:
+                make_solver(name).solve(warm_up, budget, 0)
+            except Exception:  # the timed run on the same graph records the failure
+                continue
     total = sum(len(steps) for _, steps in plans) * len(seeds)
     done = 0
     shown: dict[str, Solution] = {}
@@ -148,11 +181,14 @@ def run_bench(
         problem = Problem(graph, machine, objective)
         for name, budget, bucket, suffix in steps:
             for seed in seeds:
-                result = make_solver(name).solve(problem, budget, seed)
-                if graph is graphs[0] and seed == seeds[0] and bucket is runs:
-                    shown[name] = result.solution
-                bucket.append(
-                    Run(
+                try:
+                    result = make_solver(name).solve(problem, budget, seed)
+                except Exception as error:  # recorded, and the suite goes on
+                    record = _failed(graph, name, seed, error)
+                else:
+                    if graph is graphs[0] and seed == seeds[0] and bucket is runs:
+                        shown[name] = result.solution
+                    record = Run(
                         graph.name,
                         name,
                         seed,
@@ -164,7 +200,7 @@ def run_bench(
                         result.trace,
                         problem.lower_bound,
                     )
-                )
+                bucket.append(record)
                 done += 1
                 if progress is not None:
                     progress(done, total, f"{name}{suffix} on {graph.name}")
@@ -177,10 +213,11 @@ def run_bench(
 def per_graph(
     runs: Sequence[Run], names: Sequence[str], graphs: Sequence[str]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """[solver, graph] mean value and mean seconds over seeds; NaN where a solver did not run."""
+    """[solver, graph] mean value and mean seconds over the seeds that ran; NaN where none did."""
     groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
     for run in runs:
-        groups[run.solver, run.graph].append(run)
+        if not run.error:
+            groups[run.solver, run.graph].append(run)
     value = np.full((len(names), len(graphs)), np.nan)
     seconds = np.full_like(value, np.nan)
     for i, name in enumerate(names):
@@ -199,13 +236,13 @@ def _graphs(runs: Sequence[Run]) -> list[str]:
 def summarize(runs: Sequence[Run], names: Sequence[str]) -> list[dict[str, Any]]:
     """Per solver: % improvement over BRKGA (95% CI), geo-mean % gap from best, W/T/L, seconds.
 
-    Each solver is measured over the graphs it ran on (CP-SAT may skip large ones). The best
-    known value of a graph is CP-SAT's proven optimum when it has one, else the best mean value
-    of any solver on it.
+    Each solver is measured over the graphs it ran on (CP-SAT may skip large ones, a run may
+    fail), against BRKGA where BRKGA ran too. The best known value of a graph is CP-SAT's proven
+    optimum when it has one, else the best mean value of any solver on it.
     """
     graphs = _graphs(runs)
     value, seconds = per_graph(runs, names, graphs)
-    best = np.nanmin(value, axis=0)
+    best = np.fmin.reduce(value, axis=0)  # NaN, without a warning, where every run failed
     optimal = np.zeros(len(graphs), dtype=bool)
     if EXACT in names:
         for j, graph in enumerate(graphs):
@@ -216,12 +253,14 @@ def summarize(runs: Sequence[Run], names: Sequence[str]) -> list[dict[str, Any]]
     baseline = value[names.index(BASELINE)]
     bound = np.full(len(graphs), math.nan)
     for run in runs:
-        bound[graphs.index(run.graph)] = run.lower_bound
+        if not run.error:
+            bound[graphs.index(run.graph)] = run.lower_bound
     summary = []
     for i, name in enumerate(names):
         ran = ~np.isnan(value[i])
-        mean, low, high = mean_with_ci(improvement_over(value[i, ran], baseline[ran]))
-        wins, tied, losses = wins_ties_losses(value[i, ran], baseline[ran])
+        against = ran & ~np.isnan(baseline)
+        mean, low, high = mean_with_ci(improvement_over(value[i, against], baseline[against]))
+        wins, tied, losses = wins_ties_losses(value[i, against], baseline[against])
         summary.append(
             {
                 "solver": name,
@@ -244,6 +283,7 @@ def summarize(runs: Sequence[Run], names: Sequence[str]) -> list[dict[str, Any]]
                 "seconds_per_graph": float(np.mean(seconds[i, ran])) if ran.any() else math.nan,
                 "graphs": int(ran.sum()),
                 "proven_optimal_graphs": int(optimal.sum()),
+                "failed_runs": sum(1 for run in runs if run.solver == name and run.error),
             }
         )
     return summary
@@ -292,7 +332,8 @@ def budget_curve(result: BenchResult) -> list[dict[str, Any]]:
         runs = result.runs if limit == result.evaluations else result.curve_runs[limit]
         value = per_graph(runs, names, graphs)[0]
         for name, values in zip(names, value, strict=True):
-            mean, low, high = mean_with_ci(improvement_over(values, baseline))
+            ran = ~np.isnan(values) & ~np.isnan(baseline)
+            mean, low, high = mean_with_ci(improvement_over(values[ran], baseline[ran]))
             rows.append(
                 {
                     "solver": name,
@@ -363,6 +404,10 @@ def write_reports(
     curve = budget_curve(result)
     if curve:
         text += "\n" + _curve_table(curve, result.evaluations)
+    failures = result.failures
+    if failures:
+        text += f"\n{len(failures)} of {result.n_runs} runs failed, left out of the metrics:\n\n"
+        text += "".join(f"- {run.failure()}\n" for run in failures)
     if command is not None:
         text += f"\nCommand: `{command}`\n"
     if result.showcase is not None and result.showcase[2]:
@@ -380,12 +425,12 @@ def write_reports(
     with runs_csv.open("w", newline="") as file:
         writer = csv.writer(file)
         columns = ["graph", "solver", "seed", "value", "feasible", "evaluations", "seconds"]
-        writer.writerow([*columns, "status", "evaluation_limit", "lower_bound"])
+        writer.writerow([*columns, "status", "evaluation_limit", "lower_bound", "error"])
         limited = [(run, "" if run.solver == EXACT else result.evaluations) for run in result.runs]
         limited += [(run, limit) for limit, runs in result.curve_runs.items() for run in runs]
         for run, limit in limited:
             writer.writerow(
-                [*(getattr(run, c) for c in columns), run.status, limit, run.lower_bound]
+                [*(getattr(run, c) for c in columns), run.status, limit, run.lower_bound, run.error]
             )
     written.append(runs_csv)
     written.append(plot_convergence(result, folder / "convergence.png", title))
@@ -451,7 +496,7 @@ def plot_convergence(result: BenchResult, path: Path, title: str) -> Path:
         curves = [
             100.0 * run.trace.best_at(grid) / final[(run.graph, run.seed)]
             for run in result.runs
-            if run.solver == name and final[(run.graph, run.seed)] > 0
+            if run.solver == name and not run.error and final[(run.graph, run.seed)] > 0
         ]
         if curves:
             stacked = np.array(curves)
@@ -480,7 +525,7 @@ def plot_improvement_histogram(
         len(solvers), 1, figsize=(6, 1.0 + 2.2 * len(solvers)), squeeze=False
     )
     for row, name in enumerate(solvers):
-        ran = ~np.isnan(value[row + 1])
+        ran = ~np.isnan(value[row + 1]) & ~np.isnan(value[0])
         mine, baseline = value[row + 1, ran], value[0, ran]
         tied = ties(mine, baseline)
         gain = improvement_over(mine[~tied], baseline[~tied])
@@ -553,7 +598,8 @@ def _save_log_plot(
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
-    axes.legend(fontsize=7)
+    if axes.get_legend_handles_labels()[0]:  # nothing to label when every run failed
+        axes.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

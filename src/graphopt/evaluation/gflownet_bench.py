@@ -1,7 +1,7 @@
 """Paper 004's experiments in the shape of its tables 1-3 and figures 3-4 (`graphopt bench`).
 
 Every method gives a set of candidate schedules of one graph, ranked by the proxy (contract
-section 5, free transfers, 4 devices); the top K (100) are re-scored on three target models and
+section 6, free transfers, 4 devices); the top K (100) are re-scored on three target models and
 their diversity measured (`evaluation.candidates`):
 
 - list scheduling: critical-path list scheduling, one schedule;

@@ -6,7 +6,7 @@ TensorFlow's `cost_graph.proto`, `tensor_shape.proto` and `types.proto`, so read
 needs only the `protobuf` package, not TensorFlow. The descriptor uses proto2 syntax so that the
 parser records which scalar fields a file actually sets (see `alias_input_port` below).
 
-How a cost graph becomes a `graphopt.graph/1` graph (COST_MODEL.md section 1):
+How a cost graph becomes a `graphopt.graph/1` graph (docs/format.md section 1):
 
 - Each `node` is one op named by `name`; node `id`s are only used to resolve references. A
   duplicate id or name, or an empty name, is rejected.

@@ -45,6 +45,9 @@ REGENERATE = "python -m graphopt.importers.zoo_sizes --write"
 
 Sizes = dict[str, dict[str, int]]
 """One model's figures: kind ("inference", "train") -> field (see `FIELDS`) -> value."""
+LABELS = ("family", "description")
+"""What each model's entry also records from the zoo, so that `graphopt zoo list` needs no
+torch."""
 
 
 def read_sizes(path: Path = SIZES_PATH) -> dict[str, Any]:
@@ -75,6 +78,14 @@ def zoo_sizes(name: str) -> Sizes:
             f"measure it with `{REGENERATE} {name}`"
         )
     return {kind: dict(models[name][kind]) for kind in KINDS}
+
+
+def zoo_catalogue() -> list[dict[str, Any]]:
+    """Every recorded zoo model in the zoo's order: name, family, description and its sizes."""
+    return [
+        {"name": name, **{label: entry[label] for label in LABELS}, "sizes": zoo_sizes(name)}
+        for name, entry in _shipped_sizes()["models"].items()
+    ]
 
 
 def graph_sizes(graph: Graph) -> dict[str, int]:
@@ -141,13 +152,17 @@ def measure_sizes(names: Sequence[str], *, progress: Progress | None = None) -> 
     return sizes
 
 
-def format_sizes(versions: dict[str, str], models: dict[str, Sizes]) -> str:
-    """The sizes document as JSON text, one line per model and kind so that diffs stay readable."""
+def format_sizes(versions: dict[str, str], models: dict[str, dict[str, Any]]) -> str:
+    """The sizes document as JSON text, one line per model, label and kind: readable diffs.
+
+    Each model's entry holds its `LABELS` and its Sizes.
+    """
     lines = ["{"]
     lines += [f"  {json.dumps(key)}: {json.dumps(value)}," for key, value in versions.items()]
     lines += [f'  "regenerate": {json.dumps(REGENERATE)},', '  "models": {']
     for index, (name, sizes) in enumerate(models.items()):
         lines.append(f"    {json.dumps(name)}: {{")
+        lines += [f"      {json.dumps(label)}: {json.dumps(sizes[label])}," for label in LABELS]
         lines += [
             f"      {json.dumps(kind)}: {json.dumps({f: sizes[kind][f] for f in FIELDS})}"
             + ("," if kind != KINDS[-1] else "")
@@ -233,7 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         measured = measure_sizes(names, progress=progress)
     took = f"{len(names) * len(KINDS)} exports in {time.perf_counter() - start:.0f} s"
     if args.write:
-        known = {**recorded["models"], **measured}
+        labelled = {
+            name: {**{label: getattr(ZOO[name], label) for label in LABELS}, **sizes}
+            for name, sizes in measured.items()
+        }
+        known = {**recorded["models"], **labelled}
         partial = args.file.with_name(args.file.name + ".partial")
         partial.write_text(format_sizes(versions, {n: known[n] for n in ZOO if n in known}))
         os.replace(partial, args.file)

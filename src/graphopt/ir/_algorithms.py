@@ -1,15 +1,53 @@
 """numba kernels for graph algorithms on CSR arrays: topological order, critical path, reachability.
 
-Their plain twins are the networkx algorithms, used as oracles in the tests.
+A small graph runs the kernels' code as plain Python and a large one compiled (cached, on first
+use), so that reading and describing a graph of a few thousand ops, all that `graphopt info` and
+`graphopt import` do, never imports numba: 0.3 s for milliseconds of work. Their plain twins are
+the networkx algorithms, used as oracles in the tests.
 """
 
 from __future__ import annotations
 
-import numba
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
+PLAIN_SIZE = 10_000
+"""Array elements (ops and edges, about 2,500 ops) up to which a kernel runs uncompiled: at most
+a few tens of ms, against numba's import and the cached kernel's load."""
 
-@numba.njit(cache=True)
+
+class Kernel:
+    """A numba kernel compiled on first use over more than `plain_size` array elements."""
+
+    def __init__(self, function: Callable[..., Any], plain_size: int) -> None:
+        functools.update_wrapper(self, function)
+        self.py_func = function
+        self.plain_size = plain_size
+        self._compiled: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        size = sum(arg.size for arg in args if isinstance(arg, np.ndarray))
+        return self.py_func(*args) if size <= self.plain_size else self.compiled(*args)
+
+    @property
+    def compiled(self) -> Callable[..., Any]:
+        """The numba dispatcher (`numba.njit(cache=True)`), made on first use."""
+        if self._compiled is None:
+            import numba
+
+            self._compiled = numba.njit(cache=True)(self.py_func)
+        return self._compiled
+
+
+def kernel(plain_size: int = PLAIN_SIZE) -> Callable[[Callable[..., Any]], Kernel]:
+    """Decorates numba code as a `Kernel` that runs uncompiled up to `plain_size` elements."""
+    return functools.partial(Kernel, plain_size=plain_size)
+
+
+@kernel()
 def topological_order(n_ops: int, succ_ptr: np.ndarray, succ_op: np.ndarray) -> np.ndarray:
     """Kahn's algorithm with a FIFO queue seeded with sources in index order (deterministic).
 
@@ -43,7 +81,7 @@ def topological_order(n_ops: int, succ_ptr: np.ndarray, succ_op: np.ndarray) -> 
     return order[:tail]
 
 
-@numba.njit(cache=True)
+@kernel()
 def longest_path(
     order: np.ndarray, pred_ptr: np.ndarray, pred_op: np.ndarray, weight: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -74,7 +112,7 @@ def longest_path(
     return finish, parent
 
 
-@numba.njit(cache=True)
+@kernel(plain_size=0)  # quadratic work: always compiled
 def reachable(n_ops: int, order: np.ndarray, ptr: np.ndarray, other: np.ndarray) -> np.ndarray:
     """[n_ops, ceil(n_ops / 64)] uint64 bit rows: the ops reachable from each op, not itself.
 

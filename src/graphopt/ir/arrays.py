@@ -49,7 +49,7 @@ to be in range."""
 
 
 class FusionArrays(NamedTuple):
-    """What scoring fusion groups reads beside `GraphArrays` (COST_MODEL.md section 7)."""
+    """What scoring fusion groups reads beside `GraphArrays` (docs/format.md section 13)."""
 
     op_fusion: np.ndarray
     """[n_ops] int8 index of each op's class in `graph.FUSION_CLASSES` (0: none)."""

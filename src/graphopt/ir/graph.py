@@ -1,6 +1,6 @@
 """The graph IR: one immutable computation graph on flat numpy arrays.
 
-A graph is ops and tensors (COST_MODEL.md section 1): each tensor has one producer op and a set of
+A graph is ops and tensors (docs/format.md section 1): each tensor has one producer op and a set of
 consumer ops. Everything is stored as contiguous arrays in CSR form (tensor -> consumers,
 op -> inputs, op -> outputs, op -> successors/predecessors), so numba kernels read it directly and
 torch gets it through `torch.from_numpy` without per-node Python work.
@@ -36,11 +36,11 @@ TENSOR_FIELDS = ("name", "size", "producer", "consumers", "persistent", "output"
 GRAPH_FIELDS = ("format", "name", "ops", "tensors")
 """Graph-level fields of the format; `attrs` holds the others."""
 FUSION_CLASSES = ("none", "elementwise", "reduction", "contraction")
-"""An op's fusion class (COST_MODEL.md section 7, op field `fusion`); `Graph.op_fusion` holds
+"""An op's fusion class (docs/format.md section 13, op field `fusion`); `Graph.op_fusion` holds
 each op's index in this tuple."""
 KERNEL_FIELDS = ("memory_bandwidth", "launch_overhead")
 """Fields of the graph's `kernel` object: the device's main-memory bytes/s and seconds per
-kernel launch (section 7)."""
+kernel launch (section 13)."""
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -59,7 +59,7 @@ def _csr_by_key(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True, eq=False)
 class Graph:
-    """An immutable computation graph (COST_MODEL.md section 1).
+    """An immutable computation graph (docs/format.md section 1).
 
     Build one with `Graph.from_arrays` (validates every rule) or the loaders in `graphopt.ir.io`.
     Arrays are read-only; derived structures are computed once and cached.
@@ -68,7 +68,7 @@ class Graph:
         op_runtime: [n_ops] float64 seconds; op_temp_memory: [n_ops] int64 bytes.
         tensor_size: [n_tensors] int64 bytes; tensor_producer: [n_tensors] int32 op index;
         tensor_persistent: [n_tensors] bool; tensor_output: [n_tensors] bool (graph outputs,
-        held from their producer's step to the last, COST_MODEL.md section 4).
+        held from their producer's step to the last, docs/format.md section 5).
         consumer_ptr: [n_tensors + 1] int64; consumer_op: [n_edges] int32, the distinct consumers
         of tensor t, ascending, are consumer_op[consumer_ptr[t]:consumer_ptr[t + 1]].
     """
@@ -309,7 +309,7 @@ class Graph:
 
     @cached_property
     def fusion_arrays(self) -> FusionArrays:
-        """The arrays that scoring fusion groups reads beside `arrays` (section 7)."""
+        """The arrays that scoring fusion groups reads beside `arrays` (section 13)."""
         ptr, successor = self._successor_edges
         back_ptr, predecessor = self._predecessor_edges
         position = np.empty(self.n_ops, dtype=np.int64)
@@ -677,7 +677,7 @@ def _check_attrs(
 def _check_fusion_fields(
     op_attrs: Sequence[Mapping[str, Any]], attrs: Mapping[str, Any], op_names: Sequence[str]
 ) -> None:
-    """The fusion fields of section 7: op `fusion` and `compute_time`, graph `kernel`."""
+    """The fusion fields of section 13: op `fusion` and `compute_time`, graph `kernel`."""
     for attributes, name in zip(op_attrs, op_names, strict=True):
         if "fusion" in attributes and attributes["fusion"] not in FUSION_CLASSES:
             raise GraphError(

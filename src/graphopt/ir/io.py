@@ -1,6 +1,6 @@
 """Reading and writing graphs and solutions, in JSON and a compact `.npz` form of graphs.
 
-`graphopt.graph/1` and `graphopt.solution/1` are COST_MODEL.md sections 1 and 3; `.npz` holds
+`graphopt.graph/1` and `graphopt.solution/1` are docs/format.md sections 1 and 2; `.npz` holds
 the graph's arrays for datasets.
 
 Loading validates every rule of the contract and raises `GraphError` / `SolutionError` with one
@@ -37,8 +37,9 @@ from graphopt.limits import MAX_DEVICES, MAX_TOTAL_BYTES
 GRAPH_FORMAT = "graphopt.graph/1"
 SOLUTION_FORMAT = "graphopt.solution/1"
 
-# The contract's own vocabulary per object (COST_MODEL.md 1, 3, 7): a key missing from these
-# lists but close to one of them is a misspelling and is refused; other keys are metadata.
+# The contract's own vocabulary per object (docs/format.md sections 1, 2 and 13): a key
+# missing from these lists but close to one of them is a misspelling and is refused; other
+# keys are metadata.
 _VOCABULARY = {
     "graph": (*GRAPH_FIELDS, "kernel"),
     "op": (*OP_FIELDS, "fusion", "compute_time", "type", "flops", "bytes_accessed", "shape"),
@@ -578,7 +579,7 @@ def solution_from_json(data: Any, graph: Graph, n_devices: int | None = None) ->
 def _fusion_groups(value: Any, graph: Graph) -> np.ndarray | None:
     """[n_ops] group of each op from the `fusion` list of op-name lists (None when empty).
 
-    The rules that need the placement and the schedule are the scorer's (section 7); here each
+    The rules that need the placement and the schedule are the scorer's (section 13); here each
     group must name known ops, none twice, and no op may sit in two groups.
     """
     groups = _list(value, "fusion", SolutionError)

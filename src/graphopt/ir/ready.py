@@ -3,7 +3,7 @@
 Every walk that builds or checks a schedule event by event (the random-key decoder, the event
 builder that inserts a placement's transfers into an op order, a GFlowNet environment stepping
 partial schedules) keeps the same state and calls these steps, so the dependency rule of the
-contract (section 3) is written once. An op is ready when each of its inputs has a copy on its
+contract (section 2) is written once. An op is ready when each of its inputs has a copy on its
 device: the home copy when the producer shares its device, else the transfer to its device,
 which is ready as soon as the producer has run. The state is
 

@@ -1,12 +1,12 @@
 """Solutions as arrays: a placement vector and one total order of op and transfer events.
 
-This is the one decision encoding every optimizer decodes to (COST_MODEL.md section 3). An event
+This is the one decision encoding every optimizer decodes to (docs/format.md section 2). An event
 is one int64 code, independent of the placement so that a batch of solutions shares one encoding:
 
 - op ``j`` is code ``j``;
 - the transfer of tensor ``t`` to device ``b`` is code ``n_ops + t * n_devices + b``.
 
-Fusion groups (section 7) are one more array beside them: the group of each op, -1 for an op that
+Fusion groups (section 13) are one more array beside them: the group of each op, -1 for an op that
 runs alone, so a search can carry them next to its placements and orders.
 """
 
@@ -23,7 +23,7 @@ from graphopt.ir.graph import Graph
 from graphopt.limits import MAX_DEVICES
 
 MAX_GROUP_OPS = 64
-"""Most ops one fusion group may hold (COST_MODEL.md section 7)."""
+"""Most ops one fusion group may hold (docs/format.md section 13)."""
 
 
 def transfer_code(

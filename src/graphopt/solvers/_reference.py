@@ -122,7 +122,7 @@ def acyclic_after_merge(graph: Graph, unit: list[int], a: int, b: int) -> bool:
 def reference_priority_fusion(
     graph: Graph, placement: np.ndarray, priorities: np.ndarray, threshold: float
 ) -> np.ndarray:
-    """`fusion.priority_groups` from the plain rules of COST_MODEL.md section 7.
+    """`fusion.priority_groups` from the plain rules of docs/format.md section 13.
 
     Same visits and choices (ops by descending priority, ties to the lower op; each joins the
     first legal neighbour by descending priority), but a merge is legal when the merged units

@@ -27,12 +27,13 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
+from numba.core import event
 
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Score, Scorer, check_kernel
@@ -90,6 +91,34 @@ class Objective(StrEnum):
 
 
 @dataclass(frozen=True)
+class Stall:
+    """When a search has stalled: no improvement for max(`min_seconds`, `fraction` x elapsed).
+
+    The default `optimize` budget ends a stalled search early: on real graphs most of a fixed
+    10 s run is spent after the best solution was found. The window grows with the time
+    already spent, so a search that needed long to find its last improvement is given long to
+    find the next.
+
+    Attributes:
+        min_seconds: the shortest window.
+        fraction: the window as a share of the seconds elapsed, when that is longer.
+    """
+
+    min_seconds: float = 2.0
+    fraction: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.min_seconds) and self.min_seconds > 0):
+            raise SolverError(f"stall min_seconds must be > 0, got {self.min_seconds!r}")
+        if not (math.isfinite(self.fraction) and 0 <= self.fraction < 1):
+            raise SolverError(f"stall fraction must be in [0, 1), got {self.fraction!r}")
+
+    def window(self, elapsed: float) -> float:
+        """Seconds without improvement that end a search `elapsed` seconds old."""
+        return max(self.min_seconds, self.fraction * elapsed)
+
+
+@dataclass(frozen=True)
 class Budget:
     """How long a search may run: a number of fitness evaluations, seconds, or both.
 
@@ -100,11 +129,14 @@ class Budget:
             lower bound (it is then proven optimal); False spends the whole budget regardless.
             Makespans are float sums whose order of addition differs between the bound and
             the scorer, so a makespan search never stops on its bound.
+        stall: end the search sooner once it has stalled (`Stall`); None spends the whole
+            budget (an exact `--time` or `--budget`).
     """
 
     evaluations: int | None = None
     seconds: float | None = None
     stop_at_bound: bool = True
+    stall: Stall | None = None
 
     def __post_init__(self) -> None:
         if self.evaluations is None and self.seconds is None:
@@ -136,7 +168,7 @@ class Problem:
         objective: what to minimize.
         pinned: [n_ops] int32 device each op must run on, or -1 where free; None when no op
             is pinned. Every solver honours it.
-        fusion: whether solutions may fuse ops (section 7): the random-key decoder then gains
+        fusion: whether solutions may fuse ops (section 13): the random-key decoder then gains
             one fusion priority per op (so BRKGA searches fusion with placement and order),
             and the bounds are those that hold with fusion. Solvers that do not fuse still
             return valid, unfused solutions.
@@ -279,6 +311,34 @@ Progress = Callable[[int, float, int], None]
 """Called as progress(evaluations, best value, best excess) after each offer that improved."""
 
 
+class Compiles(event.Listener):
+    """numba's compiles while a search runs: how many, and their seconds.
+
+    Only outermost compiles count: a kernel's callees compile inside it. A time budget is for
+    searching, so the tracker leaves these seconds out of it (`graphopt warmup` compiles every
+    kernel at install; a change of the sources or a new signature compiles again).
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self._depth = 0
+        self._started = 0.0
+
+    def on_start(self, fired: event.Event) -> None:
+        """A compile starts (maybe a callee's, inside another)."""
+        if self._depth == 0:
+            self._started = time.perf_counter()
+        self._depth += 1
+
+    def on_end(self, fired: event.Event) -> None:
+        """A compile ends: the outermost one counts, with its seconds."""
+        self._depth -= 1
+        if self._depth == 0:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._started
+
+
 class Tracker:
     """Counts evaluations, keeps the best candidate and the trace, enforces the budget.
 
@@ -303,13 +363,18 @@ class Tracker:
         self.searched_all = False
         """Set by the first evaluation of a problem with one solution: nothing is left."""
         self.start = time.perf_counter()
+        self.compiles = Compiles()
+        """numba's compiles during `Solver.solve`'s search, left out of `seconds`."""
         self._evaluation_limit = budget.evaluations
         self._seconds_limit = budget.seconds
+        self._quiet_since = 0.0
+        """Seconds at the last improvement, or at the last start or end of a phase."""
+        self._stall_exempt = 0
 
     @property
     def seconds(self) -> float:
-        """Seconds since the tracker was created."""
-        return time.perf_counter() - self.start
+        """Seconds since the tracker was created, less those numba spent compiling kernels."""
+        return time.perf_counter() - self.start - self.compiles.seconds
 
     @property
     def remaining(self) -> int:
@@ -320,18 +385,62 @@ class Tracker:
 
     @property
     def exhausted(self) -> bool:
-        """True once the budget (of the current phase) is spent, or nothing is left to search."""
+        """True once the (phase's) budget is spent, it stalled or nothing is left to search."""
         if self.searched_all:
             return True
         if self._evaluation_limit is not None and self.evaluations >= self._evaluation_limit:
             return True
-        return self._seconds_limit is not None and self.seconds >= self._seconds_limit
+        if self._seconds_limit is not None and self.seconds >= self._seconds_limit:
+            return True
+        return self.stalled
+
+    @property
+    def stalled(self) -> bool:
+        """Whether the budget's stall rule ends the current phase (or the search, outside one).
+
+        The quiet time counts from the last improvement or the last phase boundary, so a
+        phase that stalls hands over to the next with a whole window of its own.
+        """
+        stall = self.budget.stall
+        if stall is None or self._stall_exempt:
+            return False
+        now = self.seconds
+        return now - self._quiet_since > stall.window(now)
+
+    @property
+    def last_improvement(self) -> float:
+        """Seconds since the start at which the best last improved (0.0 before any)."""
+        return self.trace.seconds[-1] if self.trace.seconds else 0.0
+
+    @property
+    def stopped_stalled(self) -> bool:
+        """Whether a finished search ended on the stall rule rather than its budget."""
+        seconds_spent = self.budget.seconds is not None and self.seconds >= self.budget.seconds
+        evaluations_spent = (
+            self.budget.evaluations is not None and self.evaluations >= self.budget.evaluations
+        )
+        return self.stalled and not (seconds_spent or evaluations_spent or self.searched_all)
+
+    @contextmanager
+    def exempt_from_stall(self) -> Iterator[None]:
+        """Runs a block that the stall rule does not end.
+
+        A fixed set of candidates (a portfolio's baselines) is worth finishing however long it
+        goes without improving.
+        """
+        self._stall_exempt += 1
+        try:
+            yield
+        finally:
+            self._stall_exempt -= 1
+            self._quiet_since = self.seconds
 
     @contextmanager
     def phase(self, share: float, evaluations: int | None = None) -> Iterator[None]:
         """Runs a block on `share` of what is left of the budget, for solvers run in sequence.
 
-        The block ends quietly when its share is spent; it re-raises when the whole budget is.
+        The block ends quietly when its share is spent or it stalls (`Budget.stall`); it
+        re-raises when the whole budget is spent.
         `evaluations`, when given, caps the block's evaluations at that number too (REGAL's
         400-evaluation feature run).
         """
@@ -344,14 +453,17 @@ class Tracker:
         if self._seconds_limit is not None:
             left = max(self._seconds_limit - self.seconds, 0.0)
             self._seconds_limit = self.seconds + share * left
+        self._quiet_since = self.seconds
         try:
             yield
         except BudgetExhausted:
             self._evaluation_limit, self._seconds_limit = saved
+            self._quiet_since = self.seconds
             if self.exhausted:
                 raise
         finally:
             self._evaluation_limit, self._seconds_limit = saved
+            self._quiet_since = self.seconds
 
     def check(self) -> None:
         """Raises BudgetExhausted when the budget is spent (for solvers between evaluations)."""
@@ -455,6 +567,7 @@ class Tracker:
         if (excess, value) >= self.best_key:
             return False
         self.best_key = (excess, value)
+        self._quiet_since = self.seconds
         self.best_placement = np.array(placement, dtype=np.int32)
         self.best_order = np.array(order, dtype=np.int64)
         self.best_fusion = None if fusion is None else np.array(fusion, dtype=np.int32)
@@ -510,6 +623,10 @@ class Solver(ABC):
 
     name: ClassVar[str]
     objectives: ClassVar[frozenset[Objective]] = frozenset(Objective)
+    stops_when_stalled: ClassVar[bool] = True
+    """Whether a budget's stall rule may end this solver's run early. False for solvers whose
+    run is not a search for one best solution (a sampler keeping many candidates, an exact
+    model proving a bound)."""
 
     @abstractmethod
     def run(
@@ -554,10 +671,13 @@ class Solver(ABC):
                 f"it supports {', '.join(sorted(o.value for o in self.objectives))}"
             )
         problem.check_capacity()
+        if not self.stops_when_stalled:
+            budget = replace(budget, stall=None)
         tracker = Tracker(problem, budget, progress)
         status: Status = "feasible"
         try:
-            self.run(problem, tracker, np.random.default_rng(seed), initial)
+            with event.install_listener("numba:compile", tracker.compiles):
+                self.run(problem, tracker, np.random.default_rng(seed), initial)
         except BudgetExhausted:
             pass
         except KeyboardInterrupt:
@@ -565,6 +685,28 @@ class Solver(ABC):
                 raise
             status = "interrupted"
         return finish(self, problem, tracker, seed, status)
+
+
+StopReason = Literal["interrupted", "bound", "stalled", "budget", "finished"]
+"""Why a search ended (the solution's `solver.stopped`): Ctrl-C; the best reached a proven lower
+bound or nothing was left to search; the stall rule of a default budget; the budget was spent;
+or the solver's search ran to its end within the budget (a heuristic)."""
+
+
+def stop_reason(tracker: Tracker, status: Status) -> StopReason:
+    """Why the search `tracker` followed ended (`StopReason`)."""
+    if status == "interrupted":
+        return "interrupted"
+    if tracker.searched_all:
+        return "bound"
+    if tracker.stopped_stalled:
+        return "stalled"
+    budget = tracker.budget
+    if (budget.seconds is not None and tracker.seconds >= budget.seconds) or (
+        budget.evaluations is not None and tracker.evaluations >= budget.evaluations
+    ):
+        return "budget"
+    return "finished"
 
 
 def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status: Status) -> Result:
@@ -594,8 +736,25 @@ def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status
     }
     if tracker.lower_bound is not None:
         record["lower_bound"] = tracker.lower_bound
-    if tracker.notes:
-        record["notes"] = list(tracker.notes)
+    notes = list(tracker.notes)
+    if tracker.compiles.count:
+        notes.append(
+            f"numba compiled {tracker.compiles.count} kernel"
+            f"{'' if tracker.compiles.count == 1 else 's'} in {tracker.compiles.seconds:.1f} s "
+            "during the search, not counted in its time (run `graphopt warmup` once after "
+            "installing)"
+        )
+    record["stopped"] = stop_reason(tracker, status)
+    if record["stopped"] == "stalled":
+        budget_seconds = tracker.budget.seconds
+        notes.append(
+            f"stopped after {seconds:.1f} s"
+            + (f" of {budget_seconds:g} s" if budget_seconds is not None else "")
+            + f": no improvement in the last {seconds - tracker.last_improvement:.1f} s "
+            "(the default budget ends a stalled search; --time S searches exactly S seconds)"
+        )
+    if notes:
+        record["notes"] = notes
     solution = Solution(
         draft.placement,
         draft.order,

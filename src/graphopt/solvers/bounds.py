@@ -1,6 +1,6 @@
 """Lower bounds every solution obeys, quoted next to search results (and used to stop early).
 
-Peak memory (COST_MODEL.md section 4). At an op's step its distinct inputs, its outputs and its
+Peak memory (docs/format.md section 5). At an op's step its distinct inputs, its outputs and its
 scratch memory are all resident on its device, on any placement (`op_step_memory`). Persistent
 tensors add more: the device x running op j also holds, at j's step and at every other, all the
 persistent bytes P_x produced on x. So x's memory at j's step is at least
@@ -24,10 +24,10 @@ which the bound without them missed by half or more.
 At the last step every persistent byte and every graph output's producer copy is resident, so
 some device holds at least (P + O) / d, O being the graph outputs' bytes.
 
-Makespan (section 5): no schedule beats the critical path, nor the total runtime spread
+Makespan (section 6): no schedule beats the critical path, nor the total runtime spread
 perfectly over the devices.
 
-Fusion groups (section 7) can beat both: `fused_*` bounds hold for fused solutions too.
+Fusion groups (section 13) can beat both: `fused_*` bounds hold for fused solutions too.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ CONTRACTION = FUSION_CLASSES.index("contraction")
 
 
 def fused_makespan_lower_bound(graph: Graph, n_devices: int) -> float:
-    """Seconds no schedule beats even with fusion groups (section 7), where the above may fail.
+    """Seconds no schedule beats even with fusion groups (section 13), where the above may fail.
 
     Every event lasts at least the summed weights of its ops, each op weighing the least it can
     cost: its runtime when it runs alone, else (in a group) its compute time plus, for a

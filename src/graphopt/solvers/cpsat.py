@@ -2,19 +2,19 @@
 
 REGAL's CP-SAT baseline formulates multi-device peak memory minimization "using a model of the
 operation execution order, tensor lifetimes, and cumulative constraints to evaluate peak memory
-usage". This module builds that model for the project's exact cost model (COST_MODEL.md section
-4), and a second, interval-based model for the makespan (section 5) in the style of the OR-Tools
-CP-SAT scheduling examples (job shop with alternative resources: optional intervals per device,
-one NoOverlap per device, precedences with delays).
+usage". This module builds that model for the project's exact cost model (docs/format.md
+section 5), and a second, interval-based model for the makespan (section 6) in the style of
+the OR-Tools CP-SAT scheduling examples (job shop with alternative resources: optional
+intervals per device, one NoOverlap per device, precedences with delays).
 
 Both models share the placement: one Boolean per (op, device) with exactly one true per op, and
 one Boolean per candidate transfer (tensor, device), true exactly when some consumer of the
-tensor is on that device and its producer is not (section 3).
+tensor is on that device and its producer is not (section 2).
 
 Peak memory (events on steps). Every op and every present transfer gets a step position; the
 present events occupy positions 0..N-1 exactly once (unit intervals, NoOverlap, N = events).
 Each tensor copy is an interval over steps, from the step that makes it resident to the step of
-its last reader (section 4), or to the last step for a graph output's home copy, optional on the
+its last reader (section 5), or to the last step for a graph output's home copy, optional on the
 device it lives on; an op's scratch memory and its other outputs that nobody reads are a unit
 interval at its own step. One cumulative per device, whose capacity is the peak minus the
 persistent bytes homed on that device, measures the memory of every device at every step; the
@@ -132,6 +132,7 @@ class CPSATSolver(Solver):
 
     name = "cp-sat"
     objectives = frozenset(Objective)
+    stops_when_stalled = False
 
     def __init__(self, config: CPSATConfig | None = None) -> None:
         self.config = CPSATConfig() if config is None else config

@@ -1,7 +1,7 @@
 """Per-device memory orders merged into one valid event order, for a placement on d devices.
 
 A device's memory at each step depends only on the relative order of its own events: the ops it
-runs, the copies it receives and the copies it sends (COST_MODEL.md section 4). So the best
+runs, the copies it receives and the copies it sends (docs/format.md section 5). So the best
 order for a placement can mix heuristics: each device takes the compiler order (XLA's, Inductor's,
 `memory_schedulers.PORTFOLIO`) under which its own peak is lowest, and the per-device orders are
 merged into one topological order of all ops. Transfers then go right before their first reader

@@ -1,4 +1,4 @@
-"""Fusion heuristics (COST_MODEL.md section 7): compilers' baselines and GO's priority decoder.
+"""Fusion heuristics (docs/format.md section 13): compilers' baselines and GO's priority decoder.
 
 Each function takes a graph and a valid solution, keeps its placement, re-decides the fusion
 groups from scratch (groups the solution already has are dropped) and re-derives an order in
@@ -6,7 +6,7 @@ which every group is contiguous (`fused_order`), so that what it returns always 
 
 Groups grow by merging two units (a group, or an op alone) that a tensor links, one producing
 what the other consumes, so every group is connected. A merge is refused when it breaks a rule of
-section 7 or when a dependency path from one unit to the other passes through a third unit: the
+section 13 or when a dependency path from one unit to the other passes through a third unit: the
 quotient graph (each unit contracted to a node) would get a cycle, the "fusion would create a
 cycle" check of XLA and Inductor. To bound that search, the units form a linked list in a
 topological order of the quotient graph, ranked with gaps (at first the ops' order in the given
@@ -272,7 +272,7 @@ def try_merge(
 def unit_cost(g: GraphArrays, f: FusionArrays, u: Units, a: int, b: int) -> tuple[int, float]:
     """Memory traffic (bytes in + bytes out) and seconds of the union of units a and b.
 
-    b = -1 for unit a alone. Seconds are the op's runtime for a lone op, else section 7's
+    b = -1 for unit a alone. Seconds are the op's runtime for a lone op, else section 13's
     roofline: max(compute, traffic / bandwidth) + launch overhead.
     """
     a = u.unit[a]
@@ -763,11 +763,11 @@ def default_fusion(graph: Graph, solution: Solution, priority: bool = False) -> 
        library GEMM does) whose merge is legal; an op sits in one group, so it is never
        duplicated into several consumers as XLA may.
     2. Multi-output (sibling) fusion: when two or more units on the producer's device read one
-       tensor, they merge through its producer (section 7 wants a group connected, so readers
+       tensor, they merge through its producer (section 13 wants a group connected, so readers
        of a common tensor can share it only with the op that makes it), each merge when legal.
 
     `priority=True` is XLA's priority fusion instead: producer-consumer pairs ranked by the time
-    the merge saves (section 7's roofline for groups, `runtime` for lone ops), fused greedily
+    the merge saves (section 13's roofline for groups, `runtime` for lone ops), fused greedily
     from the largest saving while one saves time.
     """
     units = _start(graph, solution)
@@ -862,7 +862,7 @@ def greedy_fusion(graph: Graph, solution: Solution, rounds: int = 10) -> Solutio
 
     Candidates are pairs of units on one device that a tensor links (one produces what the
     other consumes; two units that only read a common tensor would not be connected, which
-    section 7 forbids). A pair scores the traffic it saves: bytes in + bytes out of each unit
+    section 13 forbids). A pair scores the traffic it saves: bytes in + bytes out of each unit
     minus those of their union, i.e. tensors that become internal (written and read no more)
     and common inputs read once. Each round merges, by descending score (ties to the lower
     ops), every pair with a positive score whose units no earlier merge of the round touched,

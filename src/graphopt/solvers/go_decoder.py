@@ -13,7 +13,7 @@ One decision per op for each task, as GO's policy outputs them, becomes one cont
   compiler's choice; 'none' fuses nothing.
 
 Decoding is batched: B placements with their levels in one numba pass per stage, then scored
-exactly (COST_MODEL.md sections 4, 5 and 7).
+exactly (docs/format.md sections 5, 6 and 13).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from one current solution; this module scores those moves without re-scoring the
 solution, applies them, and holds the helpers both searches (and random search) share: random
 placements, starting points, offering scored moves to the tracker and option checks.
 
-A solution is a placement and one full event order (COST_MODEL.md section 3). The moves:
+A solution is a placement and one full event order (docs/format.md section 2). The moves:
 
 - device move: op j goes to device b. The transfers its placement implies change: an input
   transfer to j's old device disappears when j was its only reader there, an input transfer to
@@ -19,7 +19,7 @@ with per-step profiles (memory at the start of each step, prefix and suffix peak
 and a move only replays the steps where residency changes, between the first and last step
 whose memory differs. Before and after that window the peaks come from the profiles, shifted
 by the bytes a device move carries along: its persistent outputs' bytes at every step, and its
-graph outputs' bytes (held from its step to the last, section 4) after the window, which
+graph outputs' bytes (held from its step to the last, section 5) after the window, which
 always contains the moved op's step. The makespan replays the window and every later step,
 from the device clocks at the window start. Batches of moves run in parallel.
 """
@@ -497,7 +497,7 @@ def _evaluate_move(
     """Peaks (into `peak`) and makespan (nan unless asked) of the current solution after a move.
 
     Replays the moved order from the first step whose memory can differ, by the scorer's rules
-    (COST_MODEL.md sections 4 and 5); memory stops after the last such step (the profile's
+    (docs/format.md sections 5 and 6); memory stops after the last such step (the profile's
     suffix peaks cover the rest), the clocks go on to the end. A copy that existed before the
     first replayed step starts with its readers after the move minus those already run.
     """

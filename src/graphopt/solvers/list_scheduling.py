@@ -7,7 +7,7 @@
 - HEFT (Topcuoglu, Hariri and Wu 2002, "Performance-effective and low-complexity task scheduling
   for heterogeneous computing"), on d homogeneous devices: ops are listed by decreasing upward
   rank (bottom level with transfer durations on the edges), and each op goes to the device where
-  it finishes earliest, counting the machine's transfers (COST_MODEL.md section 5): in `sync`
+  it finishes earliest, counting the machine's transfers (docs/format.md section 6): in `sync`
   mode a transfer occupies its destination device right before the first op there that reads
   it (the "lazy" insertion of `events_from_op_order`), in `async` mode it only delays its reader.
   Plain HEFT (`heft_schedule`) appends each op to its device's queue, so the listed order is one
@@ -588,7 +588,7 @@ class TimedSchedule:
 
     Attributes:
         placement: [n_ops] int32 device of each op.
-        events: [n_events] int64 event codes, one valid order (COST_MODEL.md section 3).
+        events: [n_events] int64 event codes, one valid order (docs/format.md section 2).
         finish: [n_ops] float64 finish of each op; the scorer times the events alike.
         makespan: latest finish (a received copy finishes before its reader).
     """

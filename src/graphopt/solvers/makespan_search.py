@@ -81,7 +81,7 @@ def _critical_chain(
 ) -> np.ndarray:
     """Event codes of one critical chain, first to last.
 
-    Times the events as the scorer does (COST_MODEL.md section 5) and remembers, for each, the
+    Times the events as the scorer does (docs/format.md section 6) and remembers, for each, the
     event whose finish set its start (the device's previous event on a tie).
     """
     n_ops = placement.shape[0]

@@ -13,7 +13,7 @@ portfolio of greedy orders and keeps the one with the lowest estimated peak:
   execution positions of predecessors) and `topological_sort_dfs` (DFS visiting lighter ops
   first), compared with the original order, keeping the lowest estimated peak.
 
-Every heuristic sees memory as the cost model does (COST_MODEL.md section 4): a tensor is held
+Every heuristic sees memory as the cost model does (docs/format.md section 5): a tensor is held
 from its producer's step until its last reader's step; a tensor nobody reads is freed at once; a
 graph output is held to the end, so running its last reader frees nothing; persistent tensors
 are resident throughout whatever the order, so they weigh 0 here. Each function returns one

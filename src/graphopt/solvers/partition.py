@@ -6,7 +6,7 @@ devices while each device gets a fair share of the work, then order each device'
 first. The paper uses XLA's modified Kernighan-Lin (Kernighan and Lin 1970) and notes METIS
 (Karypis and Kumar 1998) as the faster, usually weaker alternative; both are here.
 
-The partitioning objective is the exact transfer volume of COST_MODEL.md section 3: a tensor
+The partitioning objective is the exact transfer volume of docs/format.md section 2: a tensor
 crosses to every device that holds one of its consumers, other than its producer's device. That
 is the (lambda - 1) connectivity of the hypergraph whose nets are tensors (pins: producer and
 consumers), so both partitioners refine that metric directly:

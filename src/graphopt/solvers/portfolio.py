@@ -88,9 +88,10 @@ class Portfolio(Solver):
         else:
             baselines = [HeftScheduler(), CriticalPathScheduler(), MetisSolver()]
         starts = list(initial)
-        for baseline in baselines:
-            baseline.run(problem, tracker, rng, ())
-            starts = _distinct([*starts, *_best(problem, tracker)])
+        with tracker.exempt_from_stall():
+            for baseline in baselines:
+                baseline.run(problem, tracker, rng, ())
+                starts = _distinct([*starts, *_best(problem, tracker)])
         with tracker.phase(self.block_share):
             if problem.objective is Objective.PEAK_MEMORY:
                 BlockSearch().run(problem, tracker, rng, starts[::-1])

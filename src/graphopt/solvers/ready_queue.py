@@ -3,7 +3,7 @@
 Paper 002 section 4 (and GDP, paper 003 section 4.1, for its runtime): given where every op
 runs, each device, whenever it is free, runs its highest-priority op whose inputs are there,
 idling only while none is. `ready_queue_kernel` simulates that in event time with the scorer's
-timing rules (section 5): an op is ready on its device once every input is there; the device
+timing rules (section 6): an op is ready on its device once every input is there; the device
 that can start something earliest goes next (ties: lower device), taking its ready event of
 highest priority (ties: lower code). A copy to another device is sent when its producer finishes:
 in sync mode it is an event of its destination (it occupies the device there), with the priority
@@ -84,7 +84,7 @@ def ready_queue_kernel(
 ) -> int:
     """Writes the simulated event order into `order`; returns the number of events.
 
-    Events are numbered by their codes (section 3): op j is j, the copy of tensor t to device b
+    Events are numbered by their codes (section 2): op j is j, the copy of tensor t to device b
     is n_ops + t * d + b. In sync mode a copy is an event of its destination device, ready when
     its producer finishes, with its first reader's priority there; in async mode it takes no
     device and follows its producer at once.

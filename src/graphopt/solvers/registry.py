@@ -2,16 +2,18 @@
 
 Modules are imported on first use, so that naming a solver does not import OR-Tools or pymetis,
 and so that the learned solvers, which live with the learning code (`graphopt.learning`), load by
-name without any module of `solvers/` importing `learning/`.
+name without any module of `solvers/` importing `learning/`. This module imports nothing heavy
+itself: the command line's help lists which solvers take which options from its entries.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from graphopt.solvers.base import Solver, SolverError
+if TYPE_CHECKING:
+    from graphopt.solvers.base import Solver
 
 
 class SolverEntry(NamedTuple):
@@ -25,6 +27,14 @@ class SolverEntry(NamedTuple):
     """Steered by a trained policy, whose checkpoint a user may pass instead of the shipped one."""
     finetunes: bool = False
     """Its factory takes `finetune`, steps of training on the graph before solving it."""
+    searches_fusion: bool = False
+    """On a problem that may fuse (`Problem.fusion`, `--fusion search`), its search covers
+    fusion groups with placement and order."""
+    samples: bool = False
+    """It samples many schedules and keeps the best K distinct ones (`--candidates`)."""
+    fusion: str = "none"
+    """The fusion policy it runs with when the caller names none, on a graph whose ops have
+    fusion classes (`default_fusion`)."""
 
 
 SOLVERS: dict[str, SolverEntry] = {
@@ -32,16 +42,19 @@ SOLVERS: dict[str, SolverEntry] = {
         "graphopt.solvers.portfolio",
         "Portfolio",
         "heuristics, then tuned BRKGA from their best, then local search (default)",
+        searches_fusion=True,
     ),
     "brkga": SolverEntry(
         "graphopt.solvers.brkga",
         "BRKGA",
         "BRKGA, paper 001 defaults (pi=100, pi_e=10, pi_c=80, rho=0.7)",
+        searches_fusion=True,
     ),
     "brkga-tuned": SolverEntry(
         "graphopt.solvers.brkga",
         "tuned_brkga",
         "BRKGA with the grid-searched preset",
+        searches_fusion=True,
     ),
     "xla-list": SolverEntry(
         "graphopt.solvers.memory_schedulers",
@@ -98,11 +111,13 @@ SOLVERS: dict[str, SolverEntry] = {
         "CompilerDefault",
         "compiler default: HEFT placement, critical-path ready queues, XLA-like fusion (GO's "
         "TF-default)",
+        fusion="default",
     ),
     "go-anneal": SolverEntry(
         "graphopt.solvers.go_baselines",
         "GOAnnealing",
         "simulated annealing over GO's per-op device, scheduling and fusion levels",
+        searches_fusion=True,
     ),
     "cp-search": SolverEntry(
         "graphopt.solvers.makespan_search",
@@ -138,6 +153,7 @@ SOLVERS: dict[str, SolverEntry] = {
         "graphopt.solvers.local_search",
         "LocalSearch",
         "best-improvement local search with random restarts",
+        searches_fusion=True,
     ),
     "annealing": SolverEntry(
         "graphopt.solvers.annealing",
@@ -154,25 +170,29 @@ SOLVERS: dict[str, SolverEntry] = {
         "regal",
         "REGAL: shipped GNN policy's Beta distributions steering BRKGA, zero-shot (paper 001)",
         learned=True,
+        searches_fusion=True,
     ),
     "gas": SolverEntry(
         "graphopt.learning.regal",
         "gas",
         "GAS: shipped graph-as-sequence LSTM policy steering BRKGA (paper 001 baseline)",
         learned=True,
+        searches_fusion=True,
     ),
     "idrs": SolverEntry(
         "graphopt.learning.regal",
         "idrs",
         "IDRS: REGAL's distributions sampled at random, no evolution (paper 000 baseline)",
         learned=True,
+        searches_fusion=True,
     ),
     "gflownet": SolverEntry(
         "graphopt.learning.gflownet",
         "gflownet",
-        "GFlowNet: shipped Topoformer policy samples 1,000 schedules, best kept (paper 004; "
-        "makespan, 4 devices)",
+        "GFlowNet: shipped Topoformer policy samples up to 1,000 schedules within the budget, "
+        "best kept (paper 004; makespan, 4 devices)",
         learned=True,
+        samples=True,
     ),
     "gdp": SolverEntry(
         "graphopt.learning.gdp",
@@ -190,6 +210,7 @@ SOLVERS: dict[str, SolverEntry] = {
         "first) (paper 002; makespan, 1-8 devices)",
         learned=True,
         finetunes=True,
+        searches_fusion=True,
     ),
     "hdp": SolverEntry(
         "graphopt.learning.hdp",
@@ -205,9 +226,20 @@ SOLVERS: dict[str, SolverEntry] = {
 }
 """Solver name -> entry, in the order `graphopt solvers` lists them."""
 
+LEARNED = tuple(name for name, entry in SOLVERS.items() if entry.learned)
+"""The solvers that take a policy checkpoint (`--policy`)."""
+FINETUNERS = tuple(name for name, entry in SOLVERS.items() if entry.finetunes)
+"""The solvers that fine-tune their policy on the graph first (`--finetune`)."""
+FUSION_SEARCHERS = tuple(name for name, entry in SOLVERS.items() if entry.searches_fusion)
+"""The solvers whose search covers fusion groups (`--fusion search`)."""
+SAMPLERS = tuple(name for name, entry in SOLVERS.items() if entry.samples)
+"""The solvers that keep their top-K distinct schedules (`--candidates`)."""
+
 
 def check_solver(name: str) -> None:
     """Raises SolverError for an unknown solver name, listing the valid ones."""
+    from graphopt.solvers.base import SolverError
+
     if name not in SOLVERS:
         raise SolverError(f"unknown solver {name!r}; valid solvers: {', '.join(SOLVERS)}")
 
@@ -224,16 +256,31 @@ def make_solver(name: str, policy: str | None = None, finetune: int = 0) -> Solv
         SolverError: for an unknown name, listing the valid ones, or a policy or fine-tuning
             for a solver that takes none.
     """
+    from graphopt.solvers.base import SolverError
+
     check_solver(name)
     entry = SOLVERS[name]
     if policy is not None and not entry.learned:
-        learned = ", ".join(n for n, e in SOLVERS.items() if e.learned)
+        learned = ", ".join(LEARNED)
         raise SolverError(f"a policy file applies to the learned solvers {learned}, not {name!r}")
     if finetune and not entry.finetunes:
-        tuned = ", ".join(n for n, e in SOLVERS.items() if e.finetunes)
-        raise SolverError(f"--finetune applies to {tuned}, not {name!r}")
+        raise SolverError(f"--finetune applies to {', '.join(FINETUNERS)}, not {name!r}")
     make: Callable[..., Solver] = getattr(importlib.import_module(entry.module), entry.factory)
     options: dict[str, object] = {} if policy is None else {"policy": policy}
     if finetune:
         options["finetune"] = finetune
     return make(**options)
+
+
+def default_fusion(name: str, fusable: bool) -> str:
+    """The fusion policy solver `name` runs with when the caller names none.
+
+    `compiler-default` is the compiler's whole default, XLA-like fusion included (GO's
+    "TF-default"); every other solver leaves fusion to be asked for. A graph whose ops have no
+    fusion class (`fusable` False) has nothing to fuse: "none".
+
+    Raises:
+        SolverError: for an unknown name, listing the valid ones.
+    """
+    check_solver(name)
+    return SOLVERS[name].fusion if fusable else "none"
