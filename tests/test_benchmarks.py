@@ -8,6 +8,7 @@ it writes; none of them checks timings.
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import json
 import math
@@ -326,3 +327,23 @@ def test_go_proposals() -> None:
     result = run_script("go_proposals.py", *args)
     assert "learned median gap" in result.stdout and "frozen median gap" in result.stdout
     assert "learned minus frozen" in result.stdout
+
+
+def test_default_stop(tmp_path: Path) -> None:
+    # Tiny graphs, each solved the default way and with a full budget; losses from the values.
+    run_script(
+        "default_stop.py",
+        *("--suites", "tiny-20", "--graphs", "1", "--devices", "2,4"),
+        *("--objectives", "makespan", "--seconds", "1", "--out", tmp_path),
+    )
+    with (tmp_path / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2
+    for row in rows:
+        assert row["stopped"] in {"stalled", "bound", "budget", "finished"}
+        assert 0 < float(row["default_seconds"]) < 12 and 0.9 < float(row["full_seconds"]) < 3
+        loss = float(row["default_value"]) / float(row["full_value"]) - 1
+        assert float(row["loss"]) == pytest.approx(loss)
+    summary = (tmp_path / "summary.txt").read_text()
+    assert "tiny-20 (2 problems): median wall" in summary and "noise floor" in summary
+    assert len((tmp_path / "traces.jsonl").read_text().splitlines()) == 2
