@@ -3,16 +3,17 @@
     .venv/bin/python benchmarks/measured_memory.py [--models a,b] [--seconds 20] [--repeats 3]
         [--out docs/results/execution]
 
-For every zoo model small enough to run here (training step <= 600 MiB of tensors and <= 3,100
-ops, both graphs), inference and training step: the program as captured (PyTorch's FX order),
-the compilers' orders (XLA list, DFS and post-order, Inductor LPMF, BFS and DFS), one random
-valid order, and graphopt's (`auto` for peak memory, `--seconds` per graph), each applied to the
-captured program and run on fresh random inputs. Per order it records the cost model's peak
-minus persistent bytes, the live storage bytes measured by `LiveBytes`, the allocator's peak from
-the profiler's memory timeline, the median time, and whether the outputs equal the captured
-program's bit for bit. It writes `results.json` and `README.md` (tables, exact-match counts,
-graphopt's saving over the FX order in MiB and %, and the correlations of predicted with
-measured peaks) under `--out`.
+For every zoo model small enough to run here (training step <= 600 MiB of tensors and <= 3,100 ops,
+both graphs), inference and training step: the program as captured (PyTorch's FX order), the
+compilers' orders (XLA list, DFS and post-order, Inductor LPMF, BFS and DFS), one random valid
+order, and graphopt's (`auto` for peak memory, `--seconds` per graph), each applied to the captured
+program and run on fresh random inputs. Per order it records the cost model's peak minus persistent
+bytes, the live storage bytes measured by `LiveBytes`, the allocator's peak from the profiler's
+memory timeline, the median time, whether the outputs equal the captured program's bit for bit, and
+whether they equal eager PyTorch's on the model itself (its own kernels and autograd) within float
+reassociation (`measure.EAGER_RTOL`, `EAGER_ATOL`). It writes `results.json` and `README.md`
+(tables, exact-match counts, graphopt's saving over the FX order in MiB and %, and the correlations
+of predicted with measured peaks) under `--out`.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def run_graph(model: str, training: bool, seconds: float, repeats: int) -> dict:
                 "allocator": row.measurement.allocator_peak,
                 "seconds": row.measurement.seconds,
                 "identical": row.identical,
+                "eager": None if row.eager is None else row.eager.close,
+                "eager_difference": None if row.eager is None else row.eager.difference,
             }
             for row in rows
         ],
@@ -107,10 +110,13 @@ def report(results: list[dict]) -> str:
         "runs: `predicted` is the cost model's peak minus persistent bytes, `live` the peak of",
         "live storages the program creates (`graphopt.execution.measure.LiveBytes`), `allocator`",
         "the peak of the CPU allocator's timeline in torch.profiler (it also sees scratch",
-        "buffers inside kernels). `same` = outputs equal the captured program's bit for bit.",
+        "buffers inside kernels). `same` = outputs equal the captured program's bit for bit;",
+        "`eager` = outputs (and, for a training step, the updated weights) equal eager",
+        "PyTorch's on the model within float reassociation (rtol 1e-4, atol 1e-5; - where a",
+        "run predates the check).",
         "",
     ]
-    exact = total = 0
+    exact = total = checked = close = 0
     savings = []
     predicted, live, allocator = [], [], []
     failed = [r for r in results if "failed" in r]
@@ -119,13 +125,17 @@ def report(results: list[dict]) -> str:
             f"## {result['graph']} ({result['ops']:,} ops, persistent "
             f"{result['persistent'] / MIB:,.2f} MiB)",
             "",
-            "| order | predicted (MiB) | live (MiB) | allocator (MiB) | time (ms) | exact | same |",
-            "| --- | ---: | ---: | ---: | ---: | --- | --- |",
+            "| order | predicted (MiB) | live (MiB) | allocator (MiB) | time (ms) | exact | same "
+            "| eager |",
+            "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |",
         ]
         for order in result["orders"]:
             match = order["predicted_live"] == order["measured_live"]
+            eager = order.get("eager")
             exact += match and order["identical"]
             total += 1
+            checked += eager is not None
+            close += bool(eager)
             predicted.append(order["predicted_live"])
             live.append(order["measured_live"])
             allocator.append(order["allocator"] or 0)
@@ -133,7 +143,8 @@ def report(results: list[dict]) -> str:
                 f"| {order['order']} | {order['predicted_live'] / MIB:,.3f} | "
                 f"{order['measured_live'] / MIB:,.3f} | "
                 f"{(order['allocator'] or 0) / MIB:,.3f} | {1e3 * order['seconds']:,.1f} | "
-                f"{'yes' if match else 'NO'} | {'yes' if order['identical'] else 'NO'} |"
+                f"{'yes' if match else 'NO'} | {'yes' if order['identical'] else 'NO'} | "
+                f"{'-' if eager is None else 'yes' if eager else 'NO'} |"
             )
         captured = result["orders"][0]["measured_live"]
         ours = next(o for o in result["orders"] if o["order"] == "graphopt")["measured_live"]
@@ -144,6 +155,8 @@ def report(results: list[dict]) -> str:
         "",
         f"- Orders whose measured live peak equals the prediction exactly, outputs identical: "
         f"{exact} of {total}.",
+        f"- Orders whose outputs equal eager PyTorch's within float reassociation: {close} of "
+        f"the {checked} checked.",
         f"- Pearson correlation of predicted with measured live peaks: "
         f"{np.corrcoef(predicted, live)[0, 1]:.6f}; with the allocator's peaks: "
         f"{np.corrcoef(predicted, allocator)[0, 1]:.6f}.",

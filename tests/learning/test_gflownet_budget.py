@@ -55,6 +55,7 @@ def test_every_schedule_sampled_before_the_time_ends_is_scored(checkpoint, drawn
     note = result.solution.solver["notes"][-1]
     assert note.startswith(f"sampled {result.evaluations:,} of the 100,000 schedules asked in ")
     assert "s: the time budget allowed no more" in note
+    assert result.solution.solver["stopped"] == "budget"  # not "finished": the time ran out
 
 
 def test_the_time_budget_is_honoured_when_one_full_batch_would_overrun_it(checkpoint) -> None:

@@ -280,6 +280,7 @@ class GFlowNet(Solver):
                         left = min(left, BATCH_SHARE * seconds)
                     size = times.largest(size, left / SAFETY) if times.sizes else 1
                     if size == 0:
+                        tracker.budget_too_short = True
                         break
                 start = time.perf_counter()
                 batch = draw(size, rng)

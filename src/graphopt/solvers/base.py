@@ -362,6 +362,9 @@ class Tracker:
         self.notes: list[str] = []
         self.searched_all = False
         """Set by the first evaluation of a problem with one solution: nothing is left."""
+        self.budget_too_short = False
+        """Set by a solver that stops because what is left of the budget fits no more work
+        (a sampler's next batch would overrun the time): its run ended on the budget."""
         self.start = time.perf_counter()
         self.compiles = Compiles()
         """numba's compiles during `Solver.solve`'s search, left out of `seconds`."""
@@ -689,8 +692,9 @@ class Solver(ABC):
 
 StopReason = Literal["interrupted", "bound", "stalled", "budget", "finished"]
 """Why a search ended (the solution's `solver.stopped`): Ctrl-C; the best reached a proven lower
-bound or nothing was left to search; the stall rule of a default budget; the budget was spent;
-or the solver's search ran to its end within the budget (a heuristic)."""
+bound or nothing was left to search; the stall rule of a default budget; the budget was spent,
+or what was left of it fit no more work; or the solver's search ran to its end within the
+budget (a heuristic)."""
 
 
 def stop_reason(tracker: Tracker, status: Status) -> StopReason:
@@ -702,8 +706,10 @@ def stop_reason(tracker: Tracker, status: Status) -> StopReason:
     if tracker.stopped_stalled:
         return "stalled"
     budget = tracker.budget
-    if (budget.seconds is not None and tracker.seconds >= budget.seconds) or (
-        budget.evaluations is not None and tracker.evaluations >= budget.evaluations
+    if (
+        tracker.budget_too_short
+        or (budget.seconds is not None and tracker.seconds >= budget.seconds)
+        or (budget.evaluations is not None and tracker.evaluations >= budget.evaluations)
     ):
         return "budget"
     return "finished"
