@@ -207,6 +207,9 @@ def main() -> None:
     lines = []
     for suite in args.suites.split(","):
         lines += summary(suite, [row for row in rows if row.suite == suite])
+    synthetic = [row for row in rows if row.suite != "zoo-real"]
+    if synthetic and len(synthetic) < len(rows):
+        lines += summary("synthetic suites", synthetic)
     lines += summary("all", rows)
     lines += noise_floor(rows, args, args.out / "noise.csv")
     (args.out / "summary.txt").write_text("\n".join(lines) + "\n")

@@ -172,6 +172,24 @@ def test_bench_where_every_run_fails_prints_strict_json_and_no_warning(tmp_path:
     assert "the others finished" not in lines[-1]
 
 
+def test_bench_budget_curve_where_every_run_fails(tmp_path: Path) -> None:
+    """Found by the CLI fuzz tier at 10,000: the curve's log axis had no point (exit 70)."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for seed in range(4):
+        write_graph(generate("layered", 10, seed=seed), suite / f"g{seed}.json")
+    out = tmp_path / "out"
+    result = invoke(
+        "bench", str(suite), "--solvers", "gp-metis,local-search", "--budget", "22",
+        "--budgets", "10,20", "--capacity", "1KiB", "-o", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert (next(out.iterdir()) / "budget_curve.png").stat().st_size > 0
+    failed = [line for line in result.stderr.splitlines() if line.startswith("failed: ")]
+    assert len(failed) == 6 and failed[-1] == "failed: ... and 7 more"  # 12 distinct of 36
+    assert result.stderr.splitlines()[-1].startswith("error: 36 of 36 runs failed; ")
+
+
 # 10. Help and pictures cite files that exist; the solver lists come from the registry.
 
 

@@ -20,7 +20,8 @@ through `graphopt.cli.run`, the entry point's own error handling, within `TIME_L
 The fast tier draws `FAST_CASES` cases without torch, matplotlib or benchmarks; the slow tier
 `SLOW_CASES` of every command (`GRAPHOPT_FUZZ_CLI_N=10000` for a long run). Both collect every
 defect and fail once, with one shrunk repro per kind; `GRAPHOPT_FUZZ_CLI_LOG=FILE` also writes
-one JSON line per invocation (command line, status, seconds, problem).
+one JSON line per invocation (command line, status, seconds, problem), and
+`GRAPHOPT_FUZZ_CLI_CASES=5826,7760` replays those cases of a long run.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ FAST_CASES = 30
 """Invocations of the fast tier (in `make test`)."""
 SLOW_CASES = int(os.environ.get("GRAPHOPT_FUZZ_CLI_N", "2000"))
 """Invocations of the slow tier (`pytest -m slow`)."""
+CASES = os.environ.get("GRAPHOPT_FUZZ_CLI_CASES")
+"""Comma-separated case indices the slow tier replays instead (a long run's defects), when set."""
 LOG = os.environ.get("GRAPHOPT_FUZZ_CLI_LOG")
 """A file to write one JSON line per invocation to, when set."""
 SHRINK_RUNS = 40
@@ -489,7 +492,7 @@ def shrink(case: Case, problem: str) -> Case:
     return case
 
 
-def fuzz(inputs: Inputs, cases: range, light: bool) -> None:
+def fuzz(inputs: Inputs, cases: Sequence[int], light: bool) -> None:
     """Runs the cases; fails once with every kind of defect found, each with a shrunk repro."""
     found: dict[str, list[tuple[Case, str]]] = defaultdict(list)
     statuses: Counter[tuple[str, int | None]] = Counter()
@@ -539,4 +542,7 @@ def test_cli_combinations(inputs: Inputs) -> None:
 
 @pytest.mark.slow
 def test_cli_combinations_long(heavy_inputs: Inputs) -> None:
-    fuzz(heavy_inputs, range(FAST_CASES, FAST_CASES + SLOW_CASES), light=False)
+    if CASES:
+        fuzz(heavy_inputs, [int(index) for index in CASES.split(",")], light=False)
+    else:
+        fuzz(heavy_inputs, range(FAST_CASES, FAST_CASES + SLOW_CASES), light=False)

@@ -133,3 +133,16 @@ def test_a_hinted_policy_offers_its_hint_first_and_never_returns_worse(hinted_gd
     hint = env.step(partition_hint(env)).makespan[0]
     assert result.value <= hint
     assert solver.solve(problem, Budget(evaluations=1), seed=0).value == hint
+
+
+@pytest.mark.parametrize("bad", ["missing.pt", "graph.json"])
+def test_a_bad_policy_is_refused_on_one_device_too(tmp_path, bad) -> None:
+    """Found by the CLI fuzz tier at 10,000: one device has one placement, so the policy was
+    never opened and a wrong --policy passed silently."""
+    graph = generate("layered", 12, seed=0)
+    write_graph(graph, tmp_path / "graph.json")
+    problem = Problem(graph, Machine(1), "makespan")
+    solver = GDP(GDPSolverConfig(policy=str(tmp_path / bad)))
+    for budget in (Budget(evaluations=5), Budget(seconds=1e-3)):  # spent by the first offer
+        with pytest.raises(SolverError, match="policy checkpoint"):
+            solver.solve(problem, budget)

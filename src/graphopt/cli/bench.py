@@ -22,6 +22,9 @@ from graphopt.cli.common import (
 from graphopt.errors import GraphoptError
 from graphopt.progress import progress_bar
 
+SHOWN_FAILURES = 5
+"""Failed runs named on stderr; summary.md lists every one."""
+
 GFLOWNET_SUITES = (
     "gflownet-robustness",
     "gflownet-generalization",
@@ -317,8 +320,11 @@ def bench(
         typer.echo(markdown_table(result.summary, budget))
         typer.echo(f"wrote {', '.join(str(p) for p in written)}")
     if failed:
-        for line in failed:
+        distinct = list(dict.fromkeys(failed))  # a failing cell fails again at every budget
+        for line in distinct[:SHOWN_FAILURES]:
             typer.echo(f"failed: {line}", err=True)
+        if len(distinct) > SHOWN_FAILURES:
+            typer.echo(f"failed: ... and {len(distinct) - SHOWN_FAILURES} more", err=True)
         others = "the others finished and " if len(failed) < result.n_runs else ""
         typer.echo(
             f"error: {len(failed)} of {result.n_runs} runs failed; {others}"

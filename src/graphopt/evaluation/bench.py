@@ -565,7 +565,13 @@ def plot_budget_curve(
     plt = pyplot()
     figure, axes = plt.subplots(figsize=(6, 4))
     for name in dict.fromkeys(row["solver"] for row in rows):
-        mine = [row for row in rows if row["solver"] == name]
+        mine = [
+            row
+            for row in rows
+            if row["solver"] == name and math.isfinite(row["improvement_over_brkga_pct"])
+        ]
+        if not mine:  # no graph where both it and BRKGA gave a value
+            continue
         limits = [row["evaluations"] for row in mine]
         (line,) = axes.plot(
             limits, [row["improvement_over_brkga_pct"] for row in mine], marker="o", label=name
@@ -591,15 +597,23 @@ def plot_budget_curve(
 def _save_log_plot(
     figure: Any, axes: Any, path: Path, title: str, xlabel: str, ylabel: str
 ) -> Path:
-    """Log x axis, labels, title and legend; writes the figure to `path` and closes it."""
+    """Log x axis, labels, title and legend; writes the figure to `path` and closes it.
+
+    With no curve (every run failed, or none gave a point) the axes say so, on a linear axis:
+    a log axis has no range to show without data.
+    """
     import matplotlib.pyplot as plt
 
-    axes.set_xscale("log")
+    if axes.get_legend_handles_labels()[0]:
+        axes.set_xscale("log")
+        axes.legend(fontsize=7)
+    else:
+        axes.text(
+            0.5, 0.5, "no run gave a point", ha="center", va="center", transform=axes.transAxes
+        )
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
-    if axes.get_legend_handles_labels()[0]:  # nothing to label when every run failed
-        axes.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)

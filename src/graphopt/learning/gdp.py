@@ -128,6 +128,13 @@ class GDP(Solver):
         """(network config, weights, training config) of a checkpoint of this system."""
         return load_gdp_checkpoint(path)
 
+    def _readable(self, path: str) -> tuple[Any, dict, Any]:
+        """`_load`, with an unreadable checkpoint refused as a SolverError naming it."""
+        try:
+            return self._load(path)
+        except CheckpointError as error:
+            raise SolverError(str(error)) from None
+
     def _check(self, path: str, config: Any, problem: Problem) -> None:
         """Refuses a checkpoint that cannot serve this problem, naming both."""
         n_devices = problem.machine.n_devices
@@ -144,10 +151,7 @@ class GDP(Solver):
                 f"no shipped {self.name} policy; train one with `graphopt train {self.name} "
                 "CONFIG` and pass it with --policy"
             )
-        try:
-            config, state, trained = self._load(str(path))
-        except CheckpointError as error:
-            raise SolverError(str(error)) from None
+        config, state, trained = self._readable(str(path))
         self._check(str(path), config, problem)
         network = type(self).network
         if self.config.scratch:
@@ -167,6 +171,8 @@ class GDP(Solver):
     ) -> None:
         """Fine-tunes (if asked), then offers the most likely and the sampled placements."""
         graph, machine = problem.graph, problem.machine
+        if self.config.policy is not None:  # refused before an offer can end the run
+            self._readable(str(self.config.policy))
         if offer_only_placement(problem, tracker):
             return
         policy, trained = self._checkpoint(problem, rng)
