@@ -248,23 +248,29 @@ def measure(
         caption=f"vs eager: max difference to eager PyTorch's outputs (rtol {EAGER_RTOL:g}, "
         f"atol {EAGER_ATOL:g})",
     )
-    for column in ("order", "predicted - persistent", "measured live", "allocator", "time (ms)"):
-        table.add_column(column, justify="left" if column == "order" else "right")
-    table.add_column("vs captured")
-    table.add_column("vs eager")
-    for row, record in zip(rows, records, strict=True):
-        allocator = record["allocator_peak"]
-        table.add_row(
+    cells = [
+        (
             str(record["order"]),
             f"{record['predicted_live_peak']:,}",
             f"{record['measured_live_peak']:,}",
-            "-" if allocator is None else f"{allocator:,}",
+            "-" if record["allocator_peak"] is None else f"{record['allocator_peak']:,}",
             f"{1e3 * record['seconds']:.2f}",
             "identical" if record["outputs_identical"] else "DIFFER",
             "-"
             if row.eager is None
             else f"{'close' if row.eager.close else 'DIFFER'} {row.eager.difference:.1e}",
         )
+        for row, record in zip(rows, records, strict=True)
+    ]
+    numbers = ("predicted\n- persistent", "measured\nlive", "allocator", "time\n(ms)")
+    table.add_column("order", overflow="fold")
+    for k, column in enumerate(numbers, start=1):  # a narrow terminal folds words, not numbers
+        width = max(len(line[k]) for line in cells)
+        table.add_column(column, justify="right", no_wrap=True, min_width=width)
+    table.add_column("vs captured", overflow="fold")
+    table.add_column("vs eager", overflow="fold")
+    for line in cells:
+        table.add_row(*line)
     console.print(table)
 
 

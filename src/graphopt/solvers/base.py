@@ -755,7 +755,7 @@ def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status
         budget_seconds = tracker.budget.seconds
         notes.append(
             f"stopped after {seconds:.1f} s"
-            + (f" of {budget_seconds:g} s" if budget_seconds is not None else "")
+            + (f" of {budget_seconds:.1f} s" if budget_seconds is not None else "")
             + f": no improvement in the last {seconds - tracker.last_improvement:.1f} s "
             "(the default budget ends a stalled search; --time S searches exactly S seconds)"
         )
