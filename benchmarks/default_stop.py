@@ -91,7 +91,8 @@ def summary(label: str, rows: list[Row]) -> list[str]:
     return [
         f"{label} ({len(rows)} problems): median wall {default:.2f} s default vs {full:.2f} s "
         f"full ({default / full:.2f} x); stopped on the stall rule {stalled}",
-        f"  default run against the full run: {gain_line(-losses, digits=3)}; worst loss "
+        f"  default run's gain over the full run (> 0: better): "
+        f"{gain_line(-losses, digits=3)}; worst loss "
         f"{losses.max():+.3f} %; "
         f"above 0.3 %: {(losses > 0.3).sum()}, above 1 %: {(losses > 1).sum()}",
     ]
