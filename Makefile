@@ -8,7 +8,7 @@ DEMO := out/demo
 .PHONY: demo test test-all bench lint clean
 
 # The version lives in src/graphopt/__init__.py, so a new one reinstalls the metadata. The warm-up
-# compiles every numba kernel the commands use (about a minute), so that no command compiles.
+# compiles every numba kernel the commands use (about three minutes), so no command compiles.
 $(STAMP): pyproject.toml src/graphopt/__init__.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
