@@ -416,13 +416,17 @@ class Tracker:
         return self.trace.seconds[-1] if self.trace.seconds else 0.0
 
     @property
+    def budget_spent(self) -> bool:
+        """Whether the whole budget's seconds or evaluations are spent (not just a phase's)."""
+        budget = self.budget
+        return (budget.seconds is not None and self.seconds >= budget.seconds) or (
+            budget.evaluations is not None and self.evaluations >= budget.evaluations
+        )
+
+    @property
     def stopped_stalled(self) -> bool:
         """Whether a finished search ended on the stall rule rather than its budget."""
-        seconds_spent = self.budget.seconds is not None and self.seconds >= self.budget.seconds
-        evaluations_spent = (
-            self.budget.evaluations is not None and self.evaluations >= self.budget.evaluations
-        )
-        return self.stalled and not (seconds_spent or evaluations_spent or self.searched_all)
+        return self.stalled and not (self.budget_spent or self.searched_all)
 
     @contextmanager
     def exempt_from_stall(self) -> Iterator[None]:
@@ -705,12 +709,7 @@ def stop_reason(tracker: Tracker, status: Status) -> StopReason:
         return "bound"
     if tracker.stopped_stalled:
         return "stalled"
-    budget = tracker.budget
-    if (
-        tracker.budget_too_short
-        or (budget.seconds is not None and tracker.seconds >= budget.seconds)
-        or (budget.evaluations is not None and tracker.evaluations >= budget.evaluations)
-    ):
+    if tracker.budget_too_short or tracker.budget_spent:
         return "budget"
     return "finished"
 
