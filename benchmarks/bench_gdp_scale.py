@@ -24,12 +24,12 @@ import torch  # noqa: E402
 from graphopt.costmodels.machine import Machine  # noqa: E402
 from graphopt.ir.io import read_graph  # noqa: E402
 from graphopt.learning.batching import make_batch  # noqa: E402
-from graphopt.learning.envs.placement import PlacementEnv  # noqa: E402
-from graphopt.learning.gdp import load_gdp_checkpoint, shipped_gdp_policy  # noqa: E402
-from graphopt.learning.networks.gdp import GDPPolicy  # noqa: E402
-from graphopt.learning.placement_features import placement_features  # noqa: E402
-from graphopt.learning.placement_hint import partition_hint  # noqa: E402
-from graphopt.learning.train_gdp import PlacementTask, most_likely, sample  # noqa: E402
+from graphopt.learning.placement.env import PlacementEnv  # noqa: E402
+from graphopt.learning.placement.features import placement_features  # noqa: E402
+from graphopt.learning.placement.hint import partition_hint  # noqa: E402
+from graphopt.learning.systems.gdp.env import PlacementTask, most_likely, sample  # noqa: E402
+from graphopt.learning.systems.gdp.network import GDPPolicy  # noqa: E402
+from graphopt.learning.systems.gdp.solver import load_gdp_checkpoint, shipped_gdp_policy  # noqa: E402
 
 IMPORTS = time.perf_counter() - start
 

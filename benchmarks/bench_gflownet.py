@@ -28,10 +28,11 @@ from rich.table import Table
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig, chunk_size
-from graphopt.learning.networks.gflownet import GFlowNetPolicy
 from graphopt.learning.runs import RunState
-from graphopt.learning.train_gflownet import TrainConfig, save_run
+from graphopt.learning.systems.gflownet.config import TrainConfig
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.solver import GFlowNet, GFlowNetSamplerConfig, chunk_size
+from graphopt.learning.systems.gflownet.train import save_run
 from graphopt.solvers.base import Objective, Problem
 
 

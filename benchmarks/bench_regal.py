@@ -24,10 +24,10 @@ from rich.table import Table
 from bench_scorer import median_seconds
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning.actions import beta_parameters
 from graphopt.learning.batching import make_batch
-from graphopt.learning.envs.regal import compute_features
-from graphopt.learning.regal import Regal
+from graphopt.learning.systems.regal.actions import beta_parameters
+from graphopt.learning.systems.regal.env import compute_features
+from graphopt.learning.systems.regal.solver import Regal
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.brkga import BRKGA

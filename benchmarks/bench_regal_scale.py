@@ -118,7 +118,7 @@ def cold_worker(
     start, cpu = time.perf_counter(), time.process_time()
     chosen = make_solver(solver)
     if solver == "regal":
-        from graphopt.learning.regal import timed_solve
+        from graphopt.learning.systems.regal.solver import timed_solve
 
         result, phases = timed_solve(chosen, problem, equal_budget(budget), seed)
     else:
@@ -148,7 +148,7 @@ def cold_run(spec: str, args: argparse.Namespace, solver: str, devices: int) -> 
 
 
 def bench_graph(spec: str, devices: int, args: argparse.Namespace) -> dict[str, Any]:
-    from graphopt.learning.regal import PHASES, timed_solve
+    from graphopt.learning.systems.regal.solver import PHASES, timed_solve
     from graphopt.solvers.registry import make_solver
 
     graph = load_graph(spec, args.cache)
@@ -230,7 +230,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from graphopt.learning.formats import shipped_policy_path
-    from graphopt.learning.regal import PHASES
+    from graphopt.learning.systems.regal.solver import PHASES
 
     console = Console(emoji=False, highlight=False, width=220)
     rows = []

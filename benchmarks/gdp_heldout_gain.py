@@ -20,7 +20,7 @@ import numpy as np
 from graphopt.costmodels.machine import Machine
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.metrics import mean_with_ci
-from graphopt.learning.gdp import GDP, GDPSolverConfig
+from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
 from graphopt.solvers.base import Budget, Problem
 
 HELD_OUT = (

@@ -26,9 +26,9 @@ import torch
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
-from graphopt.learning.gflownet import load_gflownet_policy
-from graphopt.learning.networks.gflownet import GFlowNetPolicy, sample_trajectories
-from graphopt.learning.networks.gflownet_config import GFlowNetConfig
+from graphopt.learning.systems.gflownet.config import GFlowNetConfig
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.systems.gflownet.solver import load_gflownet_policy
 
 SIGMAS = (1.0, 0.1, 0.03, 0.01, 0.005, 0.002)
 FAMILIES = ("erdos_renyi", "layered")

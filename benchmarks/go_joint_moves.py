@@ -24,8 +24,8 @@ from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.go_bench import FIG6_MODELS, centred_trainer
 from graphopt.evaluation.metrics import mean_with_ci
 from graphopt.ir.graph import Graph
-from graphopt.learning.envs.go import GOEnv
-from graphopt.learning.networks.go_config import TASKS
+from graphopt.learning.systems.go.config import TASKS
+from graphopt.learning.systems.go.env import GOEnv
 
 
 def moves(graph: Graph, devices: int, seed: int, steps: int, explore: float):

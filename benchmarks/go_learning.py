@@ -29,10 +29,11 @@ import numpy as np
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.go_bench import SAMPLES, go_solver, solve, template
 from graphopt.evaluation.metrics import gain_line
-from graphopt.learning.networks.go import GOPolicy
 from graphopt.learning.runs import RunState
-from graphopt.learning.train_gdp import save_policy
-from graphopt.learning.train_go import GO_SYSTEM, GOTrainConfig
+from graphopt.learning.systems.gdp.train import save_policy
+from graphopt.learning.systems.go.config import GOTrainConfig
+from graphopt.learning.systems.go.network import GOPolicy
+from graphopt.learning.systems.go.train import GO_SYSTEM
 
 
 def untrained_start(folder: Path, prior: float) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.go_bench import FIG6_MODELS, SAMPLES, go_solver, solve, template
 from graphopt.evaluation.metrics import gain_line
-from graphopt.learning.networks.go_config import MODES
+from graphopt.learning.systems.go.config import MODES
 
 
 def main() -> None:

@@ -31,11 +31,11 @@ from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
-from graphopt.learning.checkpoints import load_policy
-from graphopt.learning.envs.regal import EnvSpec, RolloutEnv
-from graphopt.learning.networks.regal import RegalPolicy
 from graphopt.learning.runs import select_graphs
-from graphopt.learning.train_regal import TrainConfig, prepare_graphs, step_loss
+from graphopt.learning.systems.regal.checkpoints import load_policy
+from graphopt.learning.systems.regal.env import EnvSpec, RolloutEnv
+from graphopt.learning.systems.regal.network import RegalPolicy
+from graphopt.learning.systems.regal.train import TrainConfig, prepare_graphs, step_loss
 from graphopt.learning.workers import make_workers
 
 

@@ -41,12 +41,12 @@ from rich.table import Table
 from graphopt.datasets import Dataset
 from graphopt.evaluation.metrics import mean_with_ci
 from graphopt.learning.batching import make_batch
-from graphopt.learning.checkpoints import load_policy
-from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
 from graphopt.learning.features import FeatureRun, node_feature_names
 from graphopt.learning.formats import shipped_policy_path
-from graphopt.learning.networks.regal import greedy_actions
 from graphopt.learning.runs import spread
+from graphopt.learning.systems.regal.checkpoints import load_policy
+from graphopt.learning.systems.regal.env import RolloutEnv, RolloutTask
+from graphopt.learning.systems.regal.network import greedy_actions
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.brkga import BRKGA, GeneDistributions
 

@@ -30,11 +30,11 @@ from rich.table import Table
 
 from graphopt.datasets import Dataset
 from graphopt.learning.batching import make_batch
-from graphopt.learning.checkpoints import load_policy
-from graphopt.learning.envs.regal import RolloutEnv, RolloutTask
 from graphopt.learning.formats import shipped_policy_path
-from graphopt.learning.networks.regal import greedy_actions, sample_actions
 from graphopt.learning.runs import spread
+from graphopt.learning.systems.regal.checkpoints import load_policy
+from graphopt.learning.systems.regal.env import RolloutEnv, RolloutTask
+from graphopt.learning.systems.regal.network import greedy_actions, sample_actions
 
 
 def graph_noise(

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
-from graphopt.learning.networks.gflownet import GFlowNetPolicy
-from graphopt.learning.networks.gflownet_config import GFlowNetConfig
 from graphopt.learning.runs import RunState
-from graphopt.learning.train_gflownet import TrainConfig, save_run
+from graphopt.learning.systems.gflownet.config import GFlowNetConfig, TrainConfig
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.train import save_run
 
 
 def save_untrained_gflownet(path: Path, n_devices: int) -> None:

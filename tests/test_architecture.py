@@ -140,3 +140,87 @@ def test_library_layers_do_not_import_learning() -> None:
         for a, b in _imports().edges
         if _layer(a) in ("ir", "costmodels", "solvers")
     )
+
+
+SYSTEMS = "graphopt.learning.systems"
+SYSTEM_IMPORTS = {("go", "gdp")}
+"""The systems that may import another: GO is GDP's placer with two more heads (paper 002)."""
+SEARCH_IS_TRAINING = {"hdp"}
+"""Systems without a trained policy, whose every solve trains from scratch (its trainer is its
+search), so their solver imports their trainer."""
+
+
+def _system(module: str) -> str | None:
+    """The learned system a module belongs to (`learning/systems/<name>/`), or None."""
+    parts = module.split(".")
+    return parts[3] if _within(module, SYSTEMS) and len(parts) > 3 else None
+
+
+def _systems() -> list[str]:
+    return sorted(path.name for path in (PACKAGE / "learning" / "systems").iterdir()
+                  if (path / "solver.py").is_file())  # fmt: skip
+
+
+def test_every_system_has_the_layout_of_docs_architecture() -> None:
+    systems = _systems()
+    assert systems == ["gdp", "gflownet", "go", "hdp", "regal"]
+    for name in systems:
+        files = {path.name for path in (PACKAGE / "learning" / "systems" / name).glob("*.py")}
+        assert {"config.py", "network.py", "train.py", "solver.py"} <= files, name
+
+
+def test_systems_import_the_platform_and_not_each_other() -> None:
+    imports = _imports()
+    crossing = [
+        (a, b)
+        for a, b in imports.edges
+        if _system(a) and _system(b) and _system(a) != _system(b)
+        and (_system(a), _system(b)) not in SYSTEM_IMPORTS
+    ]  # fmt: skip
+    assert crossing == []
+    platform = [
+        (a, b)
+        for a, b in imports.edges
+        if _within(a, "graphopt.learning") and not _within(a, SYSTEMS) and _system(b)
+    ]
+    assert platform == []
+
+
+def test_no_solver_imports_a_trainer() -> None:
+    """Inference never loads a trainer: fine-tuning lives in `finetune.py`, imported on demand."""
+    imports = _imports()
+    for name in _systems():
+        if name in SEARCH_IS_TRAINING:
+            continue
+        solver = f"{SYSTEMS}.{name}.solver"
+        assert not any(b.endswith(".train") for b in imports.successors(solver)), name
+
+
+def _module_level_imports() -> nx.DiGraph:
+    """The imports a module runs when it is imported: top level only, no `TYPE_CHECKING`."""
+    files = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = nx.DiGraph()
+    for module, path in files.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(module, path.name == "__init__.py", node)
+                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target.startswith("graphopt") and target != module:
+                    graph.add_edge(module, target)
+    return graph
+
+
+def test_importing_a_solver_loads_no_trainer() -> None:
+    imports = _module_level_imports()
+    for name in _systems():
+        if name in SEARCH_IS_TRAINING:
+            continue
+        loaded = nx.descendants(imports, f"{SYSTEMS}.{name}.solver")
+        assert not [m for m in loaded if m.endswith(".train")], name

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from graphopt.datasets import Dataset, DatasetConfig, build_dataset
-from graphopt.learning.checkpoints import load_policy
 from graphopt.learning.formats import shipped_policy_path
+from graphopt.learning.systems.regal.checkpoints import load_policy
 
 ROOT = Path(__file__).parents[1]
 BENCHMARKS = ROOT / "benchmarks"

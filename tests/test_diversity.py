@@ -15,7 +15,7 @@ from graphopt.evaluation.diversity import (
     pairwise_diversity,
     proxy_start_times,
 )
-from graphopt.learning.envs.gflownet import PartialSchedules
+from graphopt.learning.systems.gflownet.env import PartialSchedules
 from strategies import random_graph
 
 

@@ -17,17 +17,19 @@ import torch
 from degenerate_graphs import empty, isolated, no_edges, one_op, only_persistent
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning import numpy_policy, regal
-from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import make_batch
-from graphopt.learning.checkpoints import load_policy, policy_record
-from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.formats import shipped_policy_path
-from graphopt.learning.inference import predict_genes
-from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
-from graphopt.learning.records import REGAL_FORMAT
-from graphopt.learning.regal import PHASES, Regal, RegalConfig, timed_solve
 from graphopt.learning.saving import save_checkpoint
+from graphopt.learning.systems.regal import numpy_policy
+from graphopt.learning.systems.regal import solver as regal
+from graphopt.learning.systems.regal.actions import ActionConfig
+from graphopt.learning.systems.regal.checkpoints import load_policy, policy_record
+from graphopt.learning.systems.regal.config import PolicyConfig
+from graphopt.learning.systems.regal.env import compute_features
+from graphopt.learning.systems.regal.inference import predict_genes
+from graphopt.learning.systems.regal.network import RegalPolicy
+from graphopt.learning.systems.regal.records import REGAL_FORMAT
+from graphopt.learning.systems.regal.solver import PHASES, Regal, RegalConfig, timed_solve
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
 

@@ -49,17 +49,15 @@ from graphopt.costmodels.machine import Machine
 from graphopt.datasets import DatasetConfig, build_dataset
 from graphopt.ir.io import write_graph
 from graphopt.learning.batching import make_batch
-from graphopt.learning.checkpoints import (
-    load_policy,
-)
-from graphopt.learning.envs.regal import compute_features
 from graphopt.learning.features import FEATURE_SET, node_feature_names
 from graphopt.learning.formats import CheckpointError
-from graphopt.learning.inference import predict_genes
-from graphopt.learning.networks.regal import RegalPolicy
-from graphopt.learning.records import REGAL_FORMAT
 from graphopt.learning.saving import read_checkpoint, save_checkpoint
-from graphopt.learning.train_regal import TrainConfig, _restore, train
+from graphopt.learning.systems.regal.checkpoints import load_policy
+from graphopt.learning.systems.regal.env import compute_features
+from graphopt.learning.systems.regal.inference import predict_genes
+from graphopt.learning.systems.regal.network import RegalPolicy
+from graphopt.learning.systems.regal.records import REGAL_FORMAT
+from graphopt.learning.systems.regal.train import TrainConfig, _restore, train
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
 

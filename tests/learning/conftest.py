@@ -5,10 +5,10 @@ import pytest
 from graphopt.datasets import DatasetConfig, build_dataset
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
-from graphopt.learning.networks.gdp_config import GDPConfig
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.runs import RunConfig
-from graphopt.learning.train_gdp import MachineConfig, TrainConfig, train
+from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig, TrainConfig
+from graphopt.learning.systems.gdp.train import train
 
 TOY = {
     "name": "toy",

@@ -1,7 +1,12 @@
 import numpy as np
 import pytest
 
-from graphopt.learning.actions import ActionConfig, beta_parameters, elite_bias, gene_distributions
+from graphopt.learning.systems.regal.actions import (
+    ActionConfig,
+    beta_parameters,
+    elite_bias,
+    gene_distributions,
+)
 from graphopt.solvers.brkga import BRKGAConfig
 from graphopt.solvers.random_keys import ChromosomeLayout
 

@@ -1,16 +1,13 @@
 import pytest
 import torch
 
-from graphopt.learning.checkpoints import (
-    CheckpointError,
-    load_policy,
-    policy_record,
-)
-from graphopt.learning.envs.regal import InnerSearch
-from graphopt.learning.formats import CheckpointFormat
-from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
-from graphopt.learning.numpy_policy import load as load_numpy_policy
+from graphopt.learning.formats import CheckpointError, CheckpointFormat
 from graphopt.learning.saving import read_checkpoint, save_checkpoint
+from graphopt.learning.systems.regal.checkpoints import load_policy, policy_record
+from graphopt.learning.systems.regal.config import PolicyConfig
+from graphopt.learning.systems.regal.env import InnerSearch
+from graphopt.learning.systems.regal.network import RegalPolicy
+from graphopt.learning.systems.regal.numpy_policy import load as load_numpy_policy
 
 
 def _saved(path, devices=2, objective="peak-memory", **changes):

@@ -3,12 +3,8 @@ import pytest
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning.envs.regal import compute_features
-from graphopt.learning.features import (
-    EDGE_FEATURE_NAMES,
-    node_feature_names,
-    population_statistics,
-)
+from graphopt.learning.features import EDGE_FEATURE_NAMES, node_feature_names, population_statistics
+from graphopt.learning.systems.regal.env import compute_features
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.bounds import op_step_memory
 from graphopt.solvers.random_keys import RandomKeyDecoder

@@ -20,9 +20,9 @@ from graphopt.evaluation.gdp_bench import (
     run_table1,
 )
 from graphopt.ir.generators import generate
-from graphopt.learning.envs.placement import PlacementEnv
-from graphopt.learning.gdp import GDP, GDPSolverConfig
-from graphopt.learning.placement_hint import partition_hint
+from graphopt.learning.placement.env import PlacementEnv
+from graphopt.learning.placement.hint import partition_hint
+from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
 from graphopt.solvers.base import Budget, Problem
 
 runner = CliRunner()

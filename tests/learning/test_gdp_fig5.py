@@ -12,9 +12,8 @@ from graphopt.cli import app
 from graphopt.errors import GraphoptError
 from graphopt.evaluation.gdp_fig5 import METHODS, SHIPPED, GDPFig5Bench, markdown, plot, run_fig5
 from graphopt.ir.generators import generate
-from graphopt.learning.networks.gdp_config import GDPConfig
 from graphopt.learning.runs import RunConfig
-from graphopt.learning.train_gdp import MachineConfig, TrainConfig
+from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig, TrainConfig
 
 runner = CliRunner()
 

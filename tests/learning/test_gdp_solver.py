@@ -12,9 +12,9 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.io import read_solution, write_graph
 from graphopt.ir.solution import Solution
-from graphopt.learning.envs.placement import PlacementEnv
-from graphopt.learning.gdp import GDP, GDPSolverConfig, offer_scheduled
-from graphopt.learning.placement_hint import partition_hint
+from graphopt.learning.placement.env import PlacementEnv
+from graphopt.learning.placement.hint import partition_hint
+from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig, offer_scheduled
 from graphopt.solvers.base import Budget, Problem, SolverError, Tracker
 from graphopt.solvers.registry import make_solver
 

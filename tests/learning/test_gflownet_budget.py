@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import graphopt.learning.gflownet as gflownet_module
+import graphopt.learning.systems.gflownet.solver as gflownet_module
 from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
-from graphopt.learning.gflownet import BatchTimes, GFlowNet, GFlowNetSamplerConfig
+from graphopt.learning.systems.gflownet.solver import BatchTimes, GFlowNet, GFlowNetSamplerConfig
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem
 from learned import save_untrained_gflownet

@@ -8,7 +8,7 @@ import pytest
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.graph import Graph
-from graphopt.learning.envs.gflownet import (
+from graphopt.learning.systems.gflownet.env import (
     ActionError,
     PartialSchedules,
     feature_names,

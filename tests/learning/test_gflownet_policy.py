@@ -11,15 +11,15 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
 from graphopt.learning.encoders.topoformer import RELATIONS, relation_masks
-from graphopt.learning.envs.gflownet import PartialSchedules, feature_names, log_reward
-from graphopt.learning.networks.gflownet import (
+from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
+from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
+from graphopt.learning.systems.gflownet.config import GFlowNetConfig
+from graphopt.learning.systems.gflownet.env import PartialSchedules, feature_names, log_reward
+from graphopt.learning.systems.gflownet.network import (
     GFlowNetPolicy,
     replay_trajectories,
     sample_trajectories,
 )
-from graphopt.learning.networks.gflownet_config import GFlowNetConfig
-from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
-from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
 from graphopt.solvers.base import Budget, Objective, Problem
 from graphopt.solvers.registry import make_solver
 

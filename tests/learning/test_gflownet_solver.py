@@ -16,7 +16,9 @@ from graphopt.costmodels.targets import TargetModel
 from graphopt.evaluation.candidates import candidate_report
 from graphopt.ir.generators import generate
 from graphopt.ir.io import read_solution, write_graph
-from graphopt.learning.gflownet import (
+from graphopt.learning.saving import read_checkpoint
+from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, TrainConfig
+from graphopt.learning.systems.gflownet.solver import (
     CHUNK,
     CHUNK_SCORES,
     GFlowNet,
@@ -24,9 +26,6 @@ from graphopt.learning.gflownet import (
     chunk_size,
     gflownet,
 )
-from graphopt.learning.networks.gflownet_config import GFLOWNET_FORMAT
-from graphopt.learning.saving import read_checkpoint
-from graphopt.learning.train_gflownet import TrainConfig
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
 from graphopt.solvers.candidates import top_candidates

@@ -15,28 +15,25 @@ from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
 from graphopt.ir.solution import Solution
 from graphopt.learning.batching import make_batch
-from graphopt.learning.envs import go as envs_go
-from graphopt.learning.envs.go import GOEnv
-from graphopt.learning.go import GO, GOSolverConfig
-from graphopt.learning.networks.gdp_config import GDPConfig
-from graphopt.learning.networks.go import GOPolicy
-from graphopt.learning.networks.go_config import MODES, TASKS, GOConfig
 from graphopt.learning.objectives.ppo import PPOConfig
 from graphopt.learning.optim import AdamConfig
-from graphopt.learning.placement_features import placement_features
-from graphopt.learning.runs import RunConfig, TrainingError
-from graphopt.learning.train_gdp import MachineConfig
-from graphopt.learning.train_go import (
-    CentredGOTrainer,
+from graphopt.learning.placement.features import placement_features
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.runs import RunConfig
+from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig
+from graphopt.learning.systems.go import env as envs_go
+from graphopt.learning.systems.go.config import MODES, TASKS, GOConfig, GOTrainConfig
+from graphopt.learning.systems.go.env import (
+    GOEnv,
     GOGraphs,
-    GOTrainConfig,
-    GOTrainer,
     act,
     most_likely_actions,
     sample_actions,
     stage_behaviour,
-    train,
 )
+from graphopt.learning.systems.go.network import GOPolicy
+from graphopt.learning.systems.go.solver import GO, GOSolverConfig
+from graphopt.learning.systems.go.train import CentredGOTrainer, GOTrainer, train
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
 

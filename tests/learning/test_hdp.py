@@ -8,7 +8,9 @@ import pytest
 from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning.hdp import HDP, HDPConfig, HDPTrainer
+from graphopt.learning.systems.hdp.config import HDPConfig
+from graphopt.learning.systems.hdp.solver import HDP
+from graphopt.learning.systems.hdp.train import HDPTrainer
 from graphopt.solvers.base import Budget, Problem, SolverError
 
 

@@ -5,11 +5,11 @@ import torch
 from degenerate_graphs import chain_of_two, empty, no_edges, one_op
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning.actions import ActionConfig
 from graphopt.learning.batching import graph_mean, graph_sum, make_batch
-from graphopt.learning.envs.regal import compute_features
-from graphopt.learning.networks.regal import (
-    PolicyConfig,
+from graphopt.learning.systems.regal.actions import ActionConfig
+from graphopt.learning.systems.regal.config import PolicyConfig
+from graphopt.learning.systems.regal.env import compute_features
+from graphopt.learning.systems.regal.network import (
     RegalPolicy,
     antithetic_actions,
     entropy,

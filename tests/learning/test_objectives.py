@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from graphopt.learning.networks.regal import antithetic_actions
 from graphopt.learning.objectives.reinforce import reinforce_loss
+from graphopt.learning.systems.regal.network import antithetic_actions
 
 ARM_REWARDS = torch.tensor([0.0, 0.2, 0.5, 1.0])
 

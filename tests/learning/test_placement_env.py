@@ -9,7 +9,7 @@ from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.solution import Solution
-from graphopt.learning.envs.placement import INFEASIBLE_REWARD, PlacementEnv
+from graphopt.learning.placement.env import INFEASIBLE_REWARD, PlacementEnv
 from graphopt.solvers.base import SolverError
 from graphopt.solvers.list_scheduling import TimedSchedule, heft_timeline
 

@@ -9,17 +9,17 @@ import torch
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.learning.batching import make_batch
-from graphopt.learning.envs.placement import PlacementEnv
-from graphopt.learning.networks.gdp import GDPPolicy
-from graphopt.learning.networks.gdp_config import GDPConfig
-from graphopt.learning.placement_features import placement_features
-from graphopt.learning.placement_hint import (
+from graphopt.learning.placement.env import PlacementEnv
+from graphopt.learning.placement.features import placement_features
+from graphopt.learning.placement.hint import (
     HINT_BALANCES,
     HINT_IMBALANCES,
     _stage_numbered,
     partition_hint,
 )
-from graphopt.learning.train_gdp import PlacementTask, most_likely
+from graphopt.learning.systems.gdp.config import GDPConfig
+from graphopt.learning.systems.gdp.env import PlacementTask, most_likely
+from graphopt.learning.systems.gdp.network import GDPPolicy
 from graphopt.solvers.list_scheduling import HEFT_VARIANTS, heft_timeline
 from graphopt.solvers.partition import metis_partition
 

@@ -16,17 +16,18 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
 from graphopt.learning.encoders.topoformer import relation_masks
-from graphopt.learning.envs.gflownet import PartialSchedules
-from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig
-from graphopt.learning.networks.gflownet import (
+from graphopt.learning.objectives.ppo import PPOConfig, ppo_loss, trajectory_advantages
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.runs import RunState
+from graphopt.learning.systems.gflownet.config import GFlowNetConfig, TrainConfig
+from graphopt.learning.systems.gflownet.env import PartialSchedules
+from graphopt.learning.systems.gflownet.network import (
     GFlowNetPolicy,
     replay_trajectories,
     sample_trajectories,
 )
-from graphopt.learning.networks.gflownet_config import GFlowNetConfig
-from graphopt.learning.objectives.ppo import PPOConfig, ppo_loss, trajectory_advantages
-from graphopt.learning.runs import RunState, TrainingError
-from graphopt.learning.train_gflownet import TrainConfig, _ppo_step, save_run, train
+from graphopt.learning.systems.gflownet.solver import GFlowNet, GFlowNetSamplerConfig
+from graphopt.learning.systems.gflownet.train import _ppo_step, save_run, train
 from graphopt.solvers.base import Objective, Problem
 
 SMALL = GFlowNetConfig(n_devices=2, hidden=16, layers=2, heads=4, condition=8)

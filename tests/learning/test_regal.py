@@ -4,12 +4,14 @@ import torch
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
-from graphopt.learning.actions import ActionConfig
-from graphopt.learning.checkpoints import policy_record
-from graphopt.learning.envs.regal import InnerSearch
-from graphopt.learning.networks.regal import PolicyConfig, RegalPolicy
-from graphopt.learning.regal import Regal, RegalConfig, shipped_policies
 from graphopt.learning.saving import save_checkpoint
+from graphopt.learning.systems.regal import checkpoints
+from graphopt.learning.systems.regal.actions import ActionConfig
+from graphopt.learning.systems.regal.checkpoints import policy_record
+from graphopt.learning.systems.regal.config import PolicyConfig
+from graphopt.learning.systems.regal.env import InnerSearch
+from graphopt.learning.systems.regal.network import RegalPolicy
+from graphopt.learning.systems.regal.solver import Regal, RegalConfig, shipped_policies
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Problem, SolverError
 from graphopt.solvers.registry import make_solver
@@ -145,7 +147,7 @@ def test_a_policy_whose_outputs_overflow_is_refused(policy_file, monkeypatch) ->
 
     monkeypatch.setattr(RegalPolicy, "forward", overflowing)
     # Loading probes the outputs on a 3-op graph; weights can still overflow on larger graphs.
-    monkeypatch.setattr("graphopt.learning.checkpoints._check_outputs", lambda *args: None)
+    monkeypatch.setattr(checkpoints, "_check_outputs", lambda *args: None)
     problem = Problem(generate("layered", 30, seed=3), Machine(n_devices=2))
     with pytest.raises(SolverError, match="non-finite logits"):
         Regal(RegalConfig(policy=policy_file)).solve(problem, Budget(evaluations=800))

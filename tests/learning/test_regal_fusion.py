@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from graphopt.cli import app
 from graphopt.ir.io import write_graph
-from graphopt.learning.actions import ActionConfig, gene_distributions
+from graphopt.learning.systems.regal.actions import ActionConfig, gene_distributions
 from graphopt.solvers.brkga import BRKGAConfig
 from graphopt.solvers.random_keys import ChromosomeLayout
 

@@ -17,17 +17,17 @@ from typer.testing import CliRunner
 from graphopt import progress
 from graphopt.cli import app
 from graphopt.datasets import DEFAULT_CONFIG, DatasetConfig
+from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import (
     CONFIGS,
     GRAPH_PREFIX,
     SMOKE_PREFIX,
-    TrainingError,
     open_run,
     smoke,
     smoke_dataset,
 )
-from graphopt.learning.train_gdp import TrainConfig as GDPConfig
-from graphopt.learning.train_regal import TrainConfig as RegalConfig
+from graphopt.learning.systems.gdp.config import TrainConfig as GDPConfig
+from graphopt.learning.systems.regal.train import TrainConfig as RegalConfig
 from graphopt.progress import Phases
 
 runner = CliRunner()

@@ -15,19 +15,14 @@ from graphopt.cli import app
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
 from graphopt.learning.batching import make_batch
-from graphopt.learning.networks.gdp import GDPPolicy
-from graphopt.learning.networks.gdp_config import GDPConfig
 from graphopt.learning.optim import AdamConfig
-from graphopt.learning.placement_features import PLACEMENT_FEATURE_NAMES, placement_features
-from graphopt.learning.runs import RunConfig, TrainingError
-from graphopt.learning.train_gdp import (
-    GDPTrainer,
-    Graphs,
-    MachineConfig,
-    TrainConfig,
-    most_likely,
-    train,
-)
+from graphopt.learning.placement.features import PLACEMENT_FEATURE_NAMES, placement_features
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.runs import RunConfig
+from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig, TrainConfig
+from graphopt.learning.systems.gdp.env import Graphs, most_likely
+from graphopt.learning.systems.gdp.network import GDPPolicy
+from graphopt.learning.systems.gdp.train import GDPTrainer, train
 
 SMALL = GDPConfig(hidden=32, sage_layers=2, placer_layers=1, segment=32)
 
@@ -170,7 +165,8 @@ def test_worker_processes_and_ray_score_as_this_process_does(tmp_path) -> None:
 @pytest.mark.slow  # 17 s of Ray start-up; RayWorkers itself is covered by REGAL's Ray test
 def test_ray_local_mode_scores_placements_as_this_process_does(tmp_path) -> None:
     ray = pytest.importorskip("ray")
-    from graphopt.learning.train_gdp import GraphSource, ScoringEnv
+    from graphopt.learning.systems.gdp.env import GraphSource
+    from graphopt.learning.systems.gdp.train import ScoringEnv
     from graphopt.learning.workers import RayWorkers
 
     write_graph(generate("layered", 30, seed=2), tmp_path / "g.json")
@@ -189,7 +185,7 @@ def test_ray_local_mode_scores_placements_as_this_process_does(tmp_path) -> None
 
 
 def test_validation_with_samples_scores_the_best_of_what_the_solver_offers() -> None:
-    from graphopt.learning.train_gdp import _validate
+    from graphopt.learning.systems.gdp.train import _validate
 
     config = toy_config(1)
     trainer, graphs = toy_trainer(config)

@@ -17,10 +17,11 @@ from graphopt.cli import app
 from graphopt.errors import GraphoptError
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
-from graphopt.learning.envs.gflownet import connected_subgraph
 from graphopt.learning.formats import CheckpointError
-from graphopt.learning.runs import TrainingError
-from graphopt.learning.train_gflownet import TrainConfig, _graph_files, train
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.systems.gflownet.config import TrainConfig
+from graphopt.learning.systems.gflownet.env import connected_subgraph
+from graphopt.learning.systems.gflownet.train import _graph_files, train
 
 SHIPPED = Path(__file__).parents[2] / "src" / "graphopt" / "policies"
 

@@ -13,12 +13,13 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from graphopt.configs import FieldError
-from graphopt.learning.checkpoints import load_policy
-from graphopt.learning.envs.regal import RolloutEnv
-from graphopt.learning.records import REGAL_FORMAT
-from graphopt.learning.runs import CONFIGS, TrainingError, spread
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.runs import CONFIGS, spread
 from graphopt.learning.saving import read_checkpoint, save_checkpoint
-from graphopt.learning.train_regal import FLAT_FIELDS, TrainConfig, train
+from graphopt.learning.systems.regal.checkpoints import load_policy
+from graphopt.learning.systems.regal.env import RolloutEnv
+from graphopt.learning.systems.regal.records import REGAL_FORMAT
+from graphopt.learning.systems.regal.train import FLAT_FIELDS, TrainConfig, train
 
 SHIPPED_POLICIES = resources.files("graphopt.policies")
 
@@ -191,8 +192,8 @@ def test_config_files(tmp_path) -> None:
 @pytest.mark.ray
 def test_ray_local_mode_gives_the_same_rollouts(toy_dataset) -> None:
     ray = pytest.importorskip("ray")
-    from graphopt.learning.actions import ActionConfig
-    from graphopt.learning.envs.regal import EnvSpec, RolloutEnv
+    from graphopt.learning.systems.regal.actions import ActionConfig
+    from graphopt.learning.systems.regal.env import EnvSpec, RolloutEnv
     from graphopt.learning.workers import RayWorkers, SerialWorkers
 
     factory = partial(

@@ -10,9 +10,9 @@ import pytest
 # A training process that owns a pool of rollout workers, prints a worker's pid and waits.
 OWNER = """
 import os, time
-from graphopt.learning.actions import ActionConfig
+from graphopt.learning.systems.regal.actions import ActionConfig
 from functools import partial
-from graphopt.learning.envs.regal import EnvSpec, RolloutEnv
+from graphopt.learning.systems.regal.env import EnvSpec, RolloutEnv
 from graphopt.learning.workers import ProcessWorkers
 spec = EnvSpec("unused", 2, "peak-memory", "brkga", 100, ActionConfig())
 rollouts = ProcessWorkers(partial(RolloutEnv, spec), 1)

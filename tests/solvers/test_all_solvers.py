@@ -9,7 +9,7 @@ from graphopt.costmodels._reference import reference_check, reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.validity import Violation
 from graphopt.ir.generators import generate
-from graphopt.learning.gflownet import SHIPPED_DEVICES
+from graphopt.learning.systems.gflownet.solver import SHIPPED_DEVICES
 from graphopt.solvers.base import Budget, Objective, Problem
 from graphopt.solvers.registry import SOLVERS, make_solver
 

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphopt.learning.actions import beta_parameters
+from graphopt.learning.systems.regal.actions import beta_parameters
 from graphopt.solvers.beta_tables import (
     TABLE_SIZE,
     BetaSampler,

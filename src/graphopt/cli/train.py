@@ -73,7 +73,7 @@ def train_regal(
 ) -> None:
     """Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy."""
     state, trained = _train(
-        "graphopt.learning.train_regal.TrainConfig",
+        "graphopt.learning.systems.regal.train.TrainConfig",
         config,
         output,
         resume,
@@ -106,7 +106,7 @@ def train_gflownet(
 ) -> None:
     """Train a GFlowNet scheduler (paper 004); best.pt is the trained policy."""
     state, trained = _train(
-        "graphopt.learning.train_gflownet.TrainConfig",
+        "graphopt.learning.systems.gflownet.train.TrainConfig",
         config,
         output,
         resume,
@@ -140,7 +140,7 @@ def train_gdp(
     Sampled placements are scored in --workers processes or on a Ray cluster (--ray).
     """
     _train_ppo(
-        "graphopt.learning.train_gdp.TrainConfig",
+        "graphopt.learning.systems.gdp.train.TrainConfig",
         config,
         output,
         resume,
@@ -170,7 +170,7 @@ def train_go(
     Sampled decisions are scored in --workers processes or on a Ray cluster (--ray).
     """
     _train_ppo(
-        "graphopt.learning.train_go.GOTrainConfig",
+        "graphopt.learning.systems.go.train.GOTrainConfig",
         config,
         output,
         resume,

@@ -25,7 +25,6 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
-from graphopt.learning.envs.gflownet import PartialSchedules
 
 
 class Diversity(NamedTuple):
@@ -59,14 +58,27 @@ def proxy_start_times(
 ) -> np.ndarray:
     """[n_ops] start time of each op when each device runs its ops in `order` (eq. 2).
 
-    The schedule is replayed op by op through the GFlowNet environment, whose steps hold the
-    proxy's timing rule (an input from another device arrives latency + size / bandwidth after
-    its producer finishes: the contract's async rule, the paper's proxy with free transfers).
+    An op starts when its device is free and every input has arrived: at its producer's finish
+    on the same device, latency + size / bandwidth later from another (the contract's async
+    rule, the paper's proxy). It is the rule the GFlowNet environment's steps hold, written
+    again here over plain arrays so that a metric of any solver's schedules needs no learned
+    system (`tests/test_diversity.py` compares the two).
     """
-    replay = PartialSchedules(graph, machine, 1)
+    durations = machine.latency + graph.tensor_size / machine.bandwidth
+    start = np.zeros(graph.n_ops)
+    finish = np.zeros(graph.n_ops)
+    device_free = np.zeros(machine.n_devices)
+    ptr, tensors, producer = graph.op_input_ptr, graph.op_input_tensor, graph.tensor_producer
     for op in order.tolist():
-        replay.step(np.array([op]), np.array([placement[op]]))
-    return replay.start[0].copy()
+        device = int(placement[op])
+        begin = device_free[device]
+        for t in tensors[ptr[op] : ptr[op + 1]].tolist():
+            source = int(producer[t])
+            arrival = finish[source] + (durations[t] if placement[source] != device else 0.0)
+            begin = max(begin, arrival)
+        start[op] = begin
+        finish[op] = device_free[device] = begin + graph.op_runtime[op]
+    return start
 
 
 def pairwise_diversity(

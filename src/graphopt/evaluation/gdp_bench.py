@@ -43,16 +43,17 @@ import numpy as np
 from graphopt.costmodels.machine import Machine
 from graphopt.errors import GraphoptError
 from graphopt.evaluation.bench import pyplot, write_csv
-from graphopt.evaluation.fusion_bench import (
-    REFERENCE_MAX_OPS,
-    checked_score,
-    zoo_training_graphs,
-)
+from graphopt.evaluation.fusion_bench import REFERENCE_MAX_OPS, checked_score, zoo_training_graphs
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.learning.envs.placement import PlacementEnv
-from graphopt.learning.gdp import GDP, GDPSolverConfig, load_gdp_checkpoint, shipped_gdp_policy
-from graphopt.learning.placement_hint import partition_hint
+from graphopt.learning.placement.env import PlacementEnv
+from graphopt.learning.placement.hint import partition_hint
+from graphopt.learning.systems.gdp.solver import (
+    GDP,
+    GDPSolverConfig,
+    load_gdp_checkpoint,
+    shipped_gdp_policy,
+)
 from graphopt.solvers.base import Budget, Problem
 from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
 from graphopt.solvers.registry import make_solver

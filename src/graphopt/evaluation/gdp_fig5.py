@@ -43,7 +43,7 @@ from graphopt.ir.graph import Graph
 from graphopt.ir.io import write_graph
 
 if TYPE_CHECKING:
-    from graphopt.learning.train_gdp import TrainConfig
+    from graphopt.learning.systems.gdp.config import TrainConfig
 
 PRETRAINING = (
     "gpt2-tiny",
@@ -85,7 +85,7 @@ def pretrain(
 ) -> Path:
     """Pre-trains (or resumes) `base` on the graph files at `paths`; returns its best.pt."""
     from graphopt.learning.runs import GRAPH_PREFIX
-    from graphopt.learning.train_gdp import train
+    from graphopt.learning.systems.gdp.train import train
 
     config = dataclasses.replace(
         base,
@@ -279,7 +279,7 @@ class GDPFig5Bench:
 
     def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
         """Pre-trains, evaluates into `folder`; returns summary lines and files."""
-        from graphopt.learning.train_gdp import TrainConfig
+        from graphopt.learning.systems.gdp.config import TrainConfig
 
         progress(0, 0, "exporting graphs")
         families = {

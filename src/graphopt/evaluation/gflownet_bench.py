@@ -41,9 +41,10 @@ from graphopt.evaluation.zoo_real import zoo_graphs
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import write_graph
-from graphopt.learning.gflownet import GFlowNet, GFlowNetSamplerConfig
 from graphopt.learning.runs import resolve_dataset
-from graphopt.learning.train_gflownet import GRAPH_PREFIX, TrainConfig, train
+from graphopt.learning.systems.gflownet.config import TrainConfig
+from graphopt.learning.systems.gflownet.solver import GFlowNet, GFlowNetSamplerConfig
+from graphopt.learning.systems.gflownet.train import GRAPH_PREFIX, train
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Tracker
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder

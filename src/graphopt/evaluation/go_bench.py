@@ -48,7 +48,7 @@ from graphopt.solvers.fusion import anneal_fusion, default_fusion
 from graphopt.solvers.registry import make_solver
 
 if TYPE_CHECKING:  # the learning stack (torch) loads only when a GO suite runs
-    from graphopt.learning.train_go import CentredGOTrainer
+    from graphopt.learning.systems.go.train import CentredGOTrainer
 
 FIG6_MODELS = ("gpt2-tiny", "t5-tiny", "wavenet-tiny", "inception-tiny", "lstm-lm-tiny")
 """Fig. 6's zoo models (89-771 ops): two transformers, WaveNet, Inception and an LSTM LM."""
@@ -86,10 +86,11 @@ def machine(n_devices: int) -> Machine:
 
 def template(mode: str, folder: Path) -> str:
     """An untrained checkpoint of the shipped GO config in `mode`: what GO-one starts from."""
-    from graphopt.learning.networks.go import GOPolicy
     from graphopt.learning.runs import RunState
-    from graphopt.learning.train_gdp import save_policy
-    from graphopt.learning.train_go import GO_SYSTEM, GOTrainConfig
+    from graphopt.learning.systems.gdp.train import save_policy
+    from graphopt.learning.systems.go.config import GOTrainConfig
+    from graphopt.learning.systems.go.network import GOPolicy
+    from graphopt.learning.systems.go.train import GO_SYSTEM
 
     shipped = GOTrainConfig.load("go")
     config = dataclasses.replace(
@@ -114,7 +115,7 @@ def go_solver(
 
     `explore` and `learn` as `GOSolverConfig`'s: by default GO-one searches around its incumbent.
     """
-    from graphopt.learning.go import GO, GOSolverConfig
+    from graphopt.learning.systems.go.solver import GO, GOSolverConfig
 
     config = GOSolverConfig(
         policy, steps, samples, scratch=scratch, compiler_fusion=True, explore=explore, learn=learn
@@ -133,8 +134,10 @@ def centred_trainer(
     """
     import torch
 
-    from graphopt.learning.networks.go import GOPolicy
-    from graphopt.learning.train_go import CentredGOTrainer, GOGraphs, GOTrainConfig
+    from graphopt.learning.systems.go.config import GOTrainConfig
+    from graphopt.learning.systems.go.env import GOGraphs
+    from graphopt.learning.systems.go.network import GOPolicy
+    from graphopt.learning.systems.go.train import CentredGOTrainer
 
     shipped = GOTrainConfig.load("go")
     config = dataclasses.replace(
@@ -423,7 +426,7 @@ class GOFig6Bench(_GOBench):
 
     def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
         """Runs the suite into `folder`; returns summary lines and files."""
-        from graphopt.learning.networks.go_config import MODES
+        from graphopt.learning.systems.go.config import MODES
 
         folder.mkdir(parents=True, exist_ok=True)
         graphs = zoo_training_graphs(self.models)

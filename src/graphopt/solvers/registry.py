@@ -166,28 +166,28 @@ SOLVERS: dict[str, SolverEntry] = {
         "random placements and random valid orders",
     ),
     "regal": SolverEntry(
-        "graphopt.learning.regal",
+        "graphopt.learning.systems.regal.solver",
         "regal",
         "REGAL: shipped GNN policy's Beta distributions steering BRKGA, zero-shot (paper 001)",
         learned=True,
         searches_fusion=True,
     ),
     "gas": SolverEntry(
-        "graphopt.learning.regal",
+        "graphopt.learning.systems.regal.solver",
         "gas",
         "GAS: shipped graph-as-sequence LSTM policy steering BRKGA (paper 001 baseline)",
         learned=True,
         searches_fusion=True,
     ),
     "idrs": SolverEntry(
-        "graphopt.learning.regal",
+        "graphopt.learning.systems.regal.solver",
         "idrs",
         "IDRS: REGAL's distributions sampled at random, no evolution (paper 000 baseline)",
         learned=True,
         searches_fusion=True,
     ),
     "gflownet": SolverEntry(
-        "graphopt.learning.gflownet",
+        "graphopt.learning.systems.gflownet.solver",
         "gflownet",
         "GFlowNet: shipped Topoformer policy samples up to 1,000 schedules within the budget, "
         "best kept (paper 004; makespan, 4 devices)",
@@ -195,7 +195,7 @@ SOLVERS: dict[str, SolverEntry] = {
         samples=True,
     ),
     "gdp": SolverEntry(
-        "graphopt.learning.gdp",
+        "graphopt.learning.systems.gdp.solver",
         "gdp",
         "GDP: a placement policy places every op in one pass (zero-shot, --finetune STEPS "
         "of PPO first), GO's ready-queue schedule (paper 003; makespan, 2-8 devices)",
@@ -203,7 +203,7 @@ SOLVERS: dict[str, SolverEntry] = {
         finetunes=True,
     ),
     "go": SolverEntry(
-        "graphopt.learning.go",
+        "graphopt.learning.systems.go.solver",
         "go",
         "GO: a multi-task policy decides every op's device, scheduling priority and (with "
         "--fusion search) fusion priority in one pass (zero-shot, --finetune STEPS of PPO "
@@ -213,7 +213,7 @@ SOLVERS: dict[str, SolverEntry] = {
         searches_fusion=True,
     ),
     "hdp": SolverEntry(
-        "graphopt.learning.hdp",
+        "graphopt.learning.systems.hdp.solver",
         "HDP",
         "HDP: grouper + LSTM placer trained on the graph with REINFORCE (paper 003's baseline; "
         "makespan)",

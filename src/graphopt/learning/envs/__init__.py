@@ -1,1 +1,0 @@
-"""Environments: the problem a learned policy acts on, one module per system."""

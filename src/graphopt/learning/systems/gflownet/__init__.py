@@ -1,0 +1,1 @@
+"""GFlowNet scheduling (paper 004): a temperature-conditioned sampler of diverse good schedules."""

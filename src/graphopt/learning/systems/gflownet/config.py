@@ -1,0 +1,263 @@
+"""GFlowNet scheduling's configs: the policy's shape and the training run's settings.
+
+A checkpoint stores both; the solver reads them back (the run's inference temperature) without
+importing the trainer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from graphopt.configs import FieldError, read_config
+from graphopt.costmodels.machine import Machine
+from graphopt.learning.formats import CheckpointFormat
+from graphopt.learning.objectives.ppo import PPOConfig
+from graphopt.learning.optim import AdamConfig
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.runs import RunConfig, load_config
+from graphopt.limits import MAX_DEVICES
+
+SIGMA_MIN = 0.01
+"""Smallest training temperature (paper 004 E.1: log-uniform on [0.01, 1])."""
+SIGMA_MAX = 1.0
+"""Largest training temperature."""
+SIGMA_INFERENCE = 0.005
+"""Temperature the shipped sampler uses (paper 004 E.1)."""
+
+
+@dataclass(frozen=True)
+class GFlowNetConfig:
+    """The temperature-conditioned Topoformer policy's shape (paper 004 section 3.3, appendix D).
+
+    Attributes:
+        n_devices: devices the forward head places ops on (the action is (op, device)).
+        hidden: width of the encoder and heads (a multiple of `heads`). 32 by default: the
+            masked attention's B x heads x n^2 scores set the sampling time whatever the width,
+            and 64 sampled 1,000 schedules of a 100-op graph 1.4x slower (24.9-26.6 s vs
+            16.3-18.4 s on 2 cores).
+        layers: Topoformer layers L.
+        heads: attention heads per layer, spread over the topological relations.
+        condition: width of the temperature embedding e_sigma (eq. 29).
+        prior: 'none' (paper 004) or 'list': the forward logits also add list scheduling's
+            preferences (`PartialSchedules.list_prior`) with two positive weights that depend
+            on the temperature, so the untrained policy already samples like a randomized
+            critical-path list scheduler and training learns what to change.
+    """
+
+    n_devices: int = 4
+    hidden: int = 32
+    layers: int = 2
+    heads: int = 4
+    condition: int = 32
+    prior: Literal["none", "list"] = "none"
+
+    def __post_init__(self) -> None:
+        for name, low, high in (
+            ("n_devices", 1, MAX_DEVICES),
+            ("hidden", 1, 4096),
+            ("layers", 1, 64),
+            ("heads", 1, 64),
+            ("condition", 1, 4096),
+        ):
+            if not low <= getattr(self, name) <= high:
+                raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise FieldError(
+                "hidden", f"must be a multiple of heads ({self.heads}), got {self.hidden}"
+            )
+
+
+GFLOWNET_FORMAT = CheckpointFormat(
+    "graphopt.gflownet-policy/1",
+    "GFlowNet policy",
+    (
+        "format",
+        "policy_config",
+        "proxy",
+        "model_state",
+        "train_config",
+        "step",
+        "best_validation",
+        "best_step",
+    ),
+    ("optimizer_state", "seconds", "history"),
+)
+"""GFlowNet checkpoints: the policy with its proxy machine and training config, and a training
+run's state with them (last.pt)."""
+
+
+Backward = Literal["learned", "uniform"]
+"""P_B learned by the backward head (paper 004) or fixed uniform over the removable ops."""
+
+
+Loss = Literal["variance", "balance", "ppo"]
+"""The log-partition variance loss (paper 004), trajectory balance with a learned log Z, or the
+PPO baseline."""
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    """The machine the proxy scores schedules on (contract sections 3 and 6).
+
+    Attributes:
+        latency: seconds added to every transfer (paper 004: 0, free transfers).
+        bandwidth: bytes per second of a transfer (None: unlimited, as in paper 004; JSON has
+            no infinity).
+        mode: 'sync' (a receive occupies its device) or 'async'.
+    """
+
+    latency: float = 0.0
+    bandwidth: float | None = None
+    mode: Literal["sync", "async"] = "sync"
+
+    def __post_init__(self) -> None:
+        if not self.latency >= 0:
+            raise FieldError("latency", f"must be >= 0, got {self.latency}")
+        if self.bandwidth is not None and not self.bandwidth > 0:
+            raise FieldError("bandwidth", f"must be > 0 (or null: unlimited), got {self.bandwidth}")
+
+    def machine(self, n_devices: int) -> Machine:
+        """The proxy's machine for a policy of `n_devices`."""
+        bandwidth = math.inf if self.bandwidth is None else self.bandwidth
+        return Machine(n_devices, latency=self.latency, bandwidth=bandwidth, mode=self.mode)
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """What a step samples and what a validation samples (paper 004 appendix C, E.1).
+
+    Attributes:
+        trajectories: schedules per step, all of one graph and one temperature (paper: 100).
+        sigma_min: smallest training temperature (log-uniform sampling).
+        sigma_max: largest training temperature.
+        subgraph_ops: graphs with more ops are trained on random connected sub-graphs of
+            between half and one and a half times this many ops (paper 004: 25-75).
+        validation_samples: schedules sampled per validation graph.
+        validation_sigma: temperature of validation samples (paper: 0.005 at inference); a PPO
+            run validates at `ppo.sigma` instead.
+    """
+
+    trajectories: int = 100
+    sigma_min: float = SIGMA_MIN
+    sigma_max: float = SIGMA_MAX
+    subgraph_ops: int = 50
+    validation_samples: int = 32
+    validation_sigma: float = SIGMA_INFERENCE
+
+    def __post_init__(self) -> None:
+        for name in ("trajectories", "subgraph_ops", "validation_samples"):
+            if getattr(self, name) < 2:
+                raise FieldError(name, f"must be >= 2, got {getattr(self, name)}")
+        if not 0 < self.sigma_min <= self.sigma_max:
+            raise FieldError(
+                "sigma_min", f"must be in (0, sigma_max], got {self.sigma_min}, {self.sigma_max}"
+            )
+        if not self.validation_sigma > 0:
+            raise FieldError("validation_sigma", f"must be > 0, got {self.validation_sigma}")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Updates per batch of sampled trajectories (the GFlowNet losses; PPO has its own).
+
+    The GFlowNet losses hold off-policy, so a batch may be replayed: each of `epochs` passes
+    splits it into `minibatches` and takes one update on each, re-scoring the recorded actions
+    under the policy as it is then. 1 x 1 is paper 004's one on-policy update per batch. A
+    replayed update needs the fixed uniform P_B (its log-probabilities do not change).
+
+    Attributes:
+        epochs: passes over each batch.
+        minibatches: updates per pass.
+    """
+
+    epochs: int = 1
+    minibatches: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "minibatches"):
+            if not 1 <= getattr(self, name) <= 64:
+                raise FieldError(name, f"must be in [1, 64], got {getattr(self, name)}")
+
+    @property
+    def updates(self) -> int:
+        """Optimizer steps per batch."""
+        return self.epochs * self.minibatches
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a GFlowNet training run (saved with every checkpoint).
+
+    Attributes:
+        name: the run's name.
+        dataset: a built dataset directory, a dataset config JSON, a shipped config name, or
+            `graph:PATH[,PATH...]`: graph files, trained on (random connected sub-graphs of
+            those above `sampling.subgraph_ops`) and validated on whole, the
+            `run.validation_graphs` smallest of them (paper 004 tables 1 and 3).
+        loss: 'variance' (paper 004's), 'balance' (trajectory balance, the ablation) or 'ppo'
+            (the PPO baseline).
+        backward: 'learned' (paper 004: the backward head's P_B) or 'uniform' (a fixed P_B,
+            uniform over the ops that may be removed; the losses can then lower their variance
+            only through P_F).
+        policy: the network, and the device count it places on.
+        proxy: the machine schedules are scored on.
+        sampling: trajectories per step, temperatures, sub-graphs, validation samples (PPO
+            uses the trajectories, sub-graphs and validation samples, not the temperatures).
+        ppo: the PPO baseline's settings (read only with loss 'ppo').
+        replay: updates per batch of the GFlowNet losses (1 x 1: the paper's one).
+        optimizer: Adam and gradient clipping (paper: Adam's defaults).
+        run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
+    """
+
+    name: str = "gflownet"
+    dataset: str = "default"
+    loss: Loss = "variance"
+    backward: Backward = "learned"
+    policy: GFlowNetConfig = field(default_factory=GFlowNetConfig)
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def __post_init__(self) -> None:
+        if self.replay.minibatches > self.sampling.trajectories:
+            raise FieldError(
+                "replay.minibatches",
+                f"must be at most sampling.trajectories ({self.sampling.trajectories}), got "
+                f"{self.replay.minibatches}",
+            )
+        if self.replay.updates > 1 and self.loss != "ppo" and self.backward != "uniform":
+            raise FieldError(
+                "replay", '(more than one update per batch) needs "backward": "uniform"'
+            )
+        if self.loss == "ppo" and self.ppo.minibatches > self.sampling.trajectories:
+            raise FieldError(
+                "ppo.minibatches",
+                f"must be at most sampling.trajectories ({self.sampling.trajectories}), got "
+                f"{self.ppo.minibatches}",
+            )
+
+    @property
+    def inference_sigma(self) -> float:
+        """The temperature the trained policy is validated and sampled at by default."""
+        return self.ppo.sigma if self.loss == "ppo" else self.sampling.validation_sigma
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimizer steps per training step (Adam's step count is at most this times it)."""
+        return self.ppo.updates if self.loss == "ppo" else self.replay.updates
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TrainConfig:
+        """A config from a JSON object; unknown fields and wrong types are refused, named."""
+        return read_config(cls, data, "GFlowNet training config", TrainingError)
+
+    @classmethod
+    def load(cls, source: str | Path) -> TrainConfig:
+        """A config from a JSON file, or the shipped config of that name."""
+        return load_config(cls, source, "GFlowNet training config")

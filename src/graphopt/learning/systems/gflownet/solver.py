@@ -1,0 +1,346 @@
+"""The GFlowNet scheduler as a solver: sample many schedules from a trained policy, keep the best.
+
+Paper 004's candidate sampler (section 5): the policy, conditioned on a low temperature, samples
+up to `samples` schedules of the graph (zero-shot: any graph, any size); a policy trained by the
+PPO baseline samples at the one temperature it was trained at. Schedules are sampled in batches,
+every schedule of a batch is scored by the problem's proxy, and the batch is offered to the
+tracker as one (one evaluation per schedule), so nothing sampled is lost when the budget ends.
+The schedules sampled are kept for `top_candidates` (`solvers.candidates`), the K best distinct
+ones that `graphopt optimize --candidates` writes and re-scores on target models
+(`graphopt.evaluation.candidates`).
+
+Under a time budget the first batch holds one schedule; each batch's seconds then fit a + b B
+(`BatchTimes`: the policy's n steps, plus each schedule), and each next batch is as large as
+fits what is left of the time, so sampling ends within the budget rather than a whole batch
+after it. Under an evaluation budget alone the batches are the same for every run (repeatable
+with a seed). The topological attention is dense, so a step costs O(B n^2): batches are also
+capped so that their attention scores fit `CHUNK_SCORES`. The policy runs on one torch thread
+(`learning.threads`): beside numba's runtime, two threads made each step up to 26x slower on
+2 busy cores.
+
+Without a `policy`, the one shipped for the machine's device count is used
+(`graphopt/policies/gflownet-makespan-d<d>.pt`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import torch
+
+from graphopt.ir.solution import Solution
+from graphopt.learning.encoders.topoformer import relation_masks
+from graphopt.learning.formats import CheckpointError, shipped_policy_path
+from graphopt.learning.runs import stored_configs
+from graphopt.learning.saving import load_weights, read_checkpoint
+from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetConfig, TrainConfig
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.threads import one_torch_thread
+from graphopt.solvers.base import BudgetExhausted, Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.candidates import top_candidates
+
+CHUNK = 125
+"""Most schedules sampled per policy batch: 125 sampled 1,000 schedules of a 100-op graph faster
+than 250, 500 or 1,000 on 2 cores."""
+CHUNK_SCORES = CHUNK * 4 * 100 * 100
+"""Most attention scores (B x heads x n x n) per policy batch: 125 schedules of a 100-op graph
+with 4 heads (20 MB). A 1,000-op graph samples one schedule per batch."""
+
+SAFETY = 1.15
+"""A batch starts only when this multiple of its predicted seconds fits in the time left."""
+BATCH_SHARE = 0.5
+"""Once `BatchTimes` has a fit, no batch is predicted to take more than this share of the time
+budget, so that a batch slower than predicted (the machine got busier) overruns it by little.
+Before, its bound overestimates any larger batch, and the time left is the only limit."""
+
+Schedules = list[tuple[np.ndarray, np.ndarray]]
+"""Sampled schedules as (placement, events) pairs."""
+
+
+def chunk_size(n_ops: int, heads: int) -> int:
+    """Schedules per policy batch for a graph of `n_ops` ops (at least 1, at most `CHUNK`)."""
+    return max(1, min(CHUNK, CHUNK_SCORES // max(heads * n_ops * n_ops, 1)))
+
+
+class BatchTimes:
+    """Seconds a batch of B schedules takes, a + b B, fitted on the batches timed so far.
+
+    a is what the policy's n steps cost whatever B (a step's fixed overhead), b what each
+    schedule adds. The first batch also pays for warming up (loading kernels), so only the
+    batches after it are fitted once there are any. Below the smallest batch fitted, the fit is
+    not extrapolated (small batches cost more per schedule than a line through larger ones
+    says: a batch of 1 of a 200-op graph took up to twice its prediction): a smaller batch is
+    predicted to take as long as that one. Until two sizes are fitted (or when noise gives a
+    fit with a < 0 or b <= 0), the bound that holds for any a >= 0 is used: the last batch's
+    seconds per schedule for a larger batch, its seconds for a smaller one.
+    """
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.seconds: list[float] = []
+        self._fit: tuple[float, float, int] | None = None
+
+    def record(self, size: int, seconds: float) -> None:
+        """Adds a timed batch of `size` schedules."""
+        self.sizes.append(size)
+        self.seconds.append(seconds)
+        skip = 1 if len(self.sizes) > 1 else 0
+        sizes, times = self.sizes[skip:], self.seconds[skip:]
+        self._fit = None
+        if len(set(sizes)) > 1:
+            b, a = np.polyfit(np.asarray(sizes, dtype=np.float64), np.asarray(times), 1)
+            if a >= 0 and b > 0:
+                self._fit = (float(a), float(b), min(sizes))
+
+    @property
+    def fitted(self) -> bool:
+        """Whether predictions come from a fit of a and b (else from the bound)."""
+        return self._fit is not None
+
+    def predict(self, size: int) -> float:
+        """Seconds a batch of `size` schedules is expected to take (0.0 before any batch)."""
+        if self._fit is not None:
+            a, b, smallest = self._fit
+            return a + b * max(size, smallest)
+        if not self.sizes:
+            return 0.0
+        return self.seconds[-1] * max(size / self.sizes[-1], 1.0)
+
+    def largest(self, most: int, seconds: float) -> int:
+        """The largest batch of at most `most` schedules predicted to take <= `seconds`, or 0."""
+        return next((size for size in range(most, 0, -1) if self.predict(size) <= seconds), 0)
+
+    def per_schedule(self) -> float:
+        """The fewest seconds per schedule a timed batch took."""
+        return min(t / b for b, t in zip(self.sizes, self.seconds, strict=True))
+
+
+@dataclass(frozen=True)
+class GFlowNetSamplerConfig:
+    """How the trained policy is used.
+
+    Attributes:
+        policy: path of a GFlowNet checkpoint (best.pt of `graphopt train gflownet`).
+        samples: schedules sampled at most (paper 004: 1,000); the budget may allow fewer.
+        sigma: the temperature they are sampled at; None: the checkpoint's
+            (`TrainConfig.inference_sigma`: its validation temperature, paper 004's 0.005 by
+            default, or a PPO policy's training temperature).
+    """
+
+    policy: str | None = None
+    samples: int = 1000
+    sigma: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise SolverError(f"samples must be >= 1, got {self.samples}")
+        if self.sigma is not None and not self.sigma > 0:
+            raise SolverError(f"temperature sigma must be > 0, got {self.sigma}")
+
+
+SHIPPED_DEVICES = 4
+"""The device count of the shipped policy (paper 004's setting)."""
+
+
+@cache
+def load_gflownet_policy(path: str, n_devices: int) -> tuple[GFlowNetPolicy, float]:
+    """A GFlowNet checkpoint's policy for `n_devices` devices, and its default temperature.
+
+    Loaded once per process; the temperature is `TrainConfig.inference_sigma` of the run.
+
+    Raises:
+        CheckpointError: not a GFlowNet checkpoint, malformed, or for another device count.
+    """
+    record = read_checkpoint(path, GFLOWNET_FORMAT)
+    trained, config = stored_configs(record, path, TrainConfig.from_dict, GFlowNetConfig)
+    if config.n_devices != n_devices:
+        raise CheckpointError(
+            f"{path} is a policy for {config.n_devices} devices, the machine has {n_devices}"
+        )
+    policy = GFlowNetPolicy(config)
+    load_weights(
+        policy, lambda: GFlowNetPolicy(config), record["model_state"], f"{path}: model_state"
+    )
+    return policy.eval(), trained.inference_sigma
+
+
+@dataclass(frozen=True)
+class BatchSampler:
+    """Draws batches of schedules of one problem from a loaded policy.
+
+    Attributes:
+        problem: the graph, machine and pins.
+        policy: the trained policy for the machine's device count.
+        sigma: the temperature it samples at.
+        masks: `relation_masks` of the graph, built once for every batch.
+    """
+
+    problem: Problem
+    policy: GFlowNetPolicy
+    sigma: float
+    masks: torch.Tensor
+
+    @property
+    def chunk(self) -> int:
+        """The largest batch (`chunk_size`)."""
+        return chunk_size(self.problem.graph.n_ops, self.policy.config.heads)
+
+    def __call__(self, size: int, rng: np.random.Generator) -> Schedules:
+        """`size` schedules, seeded by `rng`, as (placement, events) pairs."""
+        problem = self.problem
+        generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+        with torch.no_grad(), one_torch_thread():
+            sampled = sample_trajectories(
+                self.policy,
+                problem.graph,
+                problem.machine,
+                size,
+                self.sigma,
+                generator,
+                self.masks,
+                problem.pinned,
+            )
+        placements, events = sampled.schedules.solutions()
+        return list(zip(placements, events, strict=True))
+
+
+class GFlowNet(Solver):
+    """Schedules sampled from a trained GFlowNet policy at a low temperature (paper 004).
+
+    Args:
+        config: the checkpoint, the number of samples and the temperature.
+    """
+
+    name = "gflownet"
+    objectives = frozenset({Objective.MAKESPAN})
+    stops_when_stalled = False
+
+    def __init__(self, config: GFlowNetSamplerConfig | None = None) -> None:
+        self.config = config or GFlowNetSamplerConfig()
+        self.sampled: Schedules = []
+
+    def policy(self, problem: Problem) -> tuple[GFlowNetPolicy, float]:
+        """The trained policy for this problem's device count, and the temperature to sample at.
+
+        Raises:
+            SolverError: no checkpoint given and none shipped for the device count, or a
+                checkpoint that does not fit.
+        """
+        d = problem.machine.n_devices
+        path = self.config.policy or shipped_policy_path("gflownet", "makespan", d)
+        if path is None:
+            raise SolverError(
+                f"no shipped gflownet policy for makespan on {d} devices (shipped: "
+                f"{SHIPPED_DEVICES}); train one with `graphopt train gflownet CONFIG` and pass "
+                "it with --policy"
+            )
+        try:
+            policy, sigma = load_gflownet_policy(path, d)
+        except CheckpointError as error:
+            raise SolverError(str(error)) from None
+        return policy, sigma if self.config.sigma is None else self.config.sigma
+
+    def run(
+        self,
+        problem: Problem,
+        tracker: Tracker,
+        rng: np.random.Generator,
+        initial: Sequence[Solution],
+    ) -> None:
+        """Samples batch after batch, scores every schedule and offers each batch whole.
+
+        Every schedule sampled is kept in `sampled` and counted. No batch asks for more
+        schedules than the evaluations left; under a time budget each batch is sized by
+        `BatchTimes` to fit the time left, and none starts when even one schedule would not.
+        When fewer than `samples` were drawn, a note says so and why.
+        """
+        self.sampled = []
+        asked, seconds = self.config.samples, tracker.budget.seconds
+        times = BatchTimes()
+        with suppress(BudgetExhausted):
+            draw = self.sampler(problem)
+            while len(self.sampled) < asked:
+                size = min(draw.chunk, asked - len(self.sampled), tracker.remaining)
+                if seconds is not None:
+                    left = seconds - tracker.seconds
+                    if times.fitted:
+                        left = min(left, BATCH_SHARE * seconds)
+                    size = times.largest(size, left / SAFETY) if times.sizes else 1
+                    if size == 0:
+                        tracker.budget_too_short = True
+                        break
+                start = time.perf_counter()
+                batch = draw(size, rng)
+                times.record(size, time.perf_counter() - start)
+                self._offer(problem, tracker, batch)
+        if len(self.sampled) < asked:
+            tracker.note(self._shortfall(tracker, times))
+
+    def _offer(self, problem: Problem, tracker: Tracker, batch: Schedules) -> None:
+        """Scores every schedule of `batch`, keeps them, and offers the batch to the tracker.
+
+        Offered as one (its best, counted as len(batch) evaluations), so that the budget ending
+        inside a batch loses none of it; ties keep the first sampled, as one by one would.
+        """
+        self.sampled.extend(batch)
+        scored = [problem.scorer.evaluate(placement, events) for placement, events in batch]
+        excess, value = problem.fitness(
+            np.array([peaks for peaks, _, _ in scored]), np.array([span for _, span, _ in scored])
+        )
+        best = int(np.lexsort((value, excess))[0])
+        placement, events = batch[best]
+        tracker.offer_best(placement, events, int(excess[best]), float(value[best]), len(batch))
+
+    def _shortfall(self, tracker: Tracker, times: BatchTimes) -> str:
+        """The note of a run that drew fewer schedules than `samples`: how many and why."""
+        evaluations = tracker.budget.evaluations
+        if tracker.remaining == 0 and evaluations is not None:
+            limit = f"the budget of {evaluations:,} evaluations"
+        else:
+            limit = "the time budget"
+        return (
+            f"sampled {len(self.sampled):,} of the {self.config.samples:,} schedules asked in "
+            f"{tracker.seconds:.1f} s: {limit} allowed no more (the policy took "
+            f"{times.per_schedule():.3g} s per schedule of this graph at best)"
+        )
+
+    def sampler(self, problem: Problem) -> BatchSampler:
+        """Draws batches of `problem`'s schedules from the policy, loaded once for all."""
+        policy, sigma = self.policy(problem)
+        return BatchSampler(problem, policy, sigma, relation_masks(problem.graph))
+
+    def batches(self, problem: Problem, rng: np.random.Generator) -> Iterator[Schedules]:
+        """All `samples` schedules as (placement, events) pairs, `BatchSampler.chunk` at a time.
+
+        Args:
+            problem: the graph, machine and pins.
+            rng: seeds each batch.
+        """
+        draw = self.sampler(problem)
+        left = self.config.samples
+        while left > 0:
+            batch = min(draw.chunk, left)
+            yield draw(batch, rng)
+            left -= batch
+
+    def max_candidates(self) -> int:
+        """The schedules a run samples at most."""
+        return self.config.samples
+
+    def top_candidates(self, problem: Problem, k: int) -> list[Solution]:
+        """The `k` best distinct schedules of the last run, by the problem's proxy."""
+        return top_candidates(problem, self.sampled, min(k, len(self.sampled)))
+
+    def samples_drawn(self) -> int:
+        """The schedules the last run sampled, repeats included."""
+        return len(self.sampled)
+
+
+def gflownet(policy: str | None = None) -> GFlowNet:
+    """The GFlowNet sampler with the checkpoint at `policy` (None: the shipped one)."""
+    return GFlowNet(GFlowNetSamplerConfig(policy=policy))

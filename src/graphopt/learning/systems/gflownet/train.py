@@ -1,0 +1,384 @@
+"""Training the GFlowNet scheduler, top to bottom (paper 004 section 3, appendix C).
+
+Each step picks one training graph (a random connected sub-graph of `sampling.subgraph_ops`
+ops when it is larger, section 3.3) and one temperature sigma, log-uniform on
+[sigma_min, sigma_max], samples `sampling.trajectories` schedules from the forward policy at
+that temperature, scores them with the proxy (contract section 6 on `proxy`'s machine) and
+minimizes the log-partition variance loss (eq. 7-8) or, as the ablation, trajectory balance
+with the policy's log Z head, with Adam and gradient clipping. Every `run.validate_every` steps
+the policy samples `sampling.validation_samples` schedules of each validation graph at
+`sampling.validation_sigma`; their mean speedup is the validation reward, and the best policy is
+kept in best.pt.
+
+The PPO baseline of paper 004 (section 5, `"loss": "ppo"`) trains the same policy on the same
+states, actions and reward at one fixed temperature, `ppo.sigma` (paper: 0.25): a step samples
+the trajectories without gradient, then makes `ppo.epochs` passes of `ppo.minibatches` clipped
+updates over them (`objectives.ppo`), each replaying its trajectories under the current policy
+(`replay_trajectories`). The entropy bonus's weight and the learning rate decay linearly from
+step 0 to `run.steps` (a run resumed with more steps stretches what is left of the decay). A
+policy conditioned on log sigma but trained at one sigma has never seen another, so a PPO run
+validates at `ppo.sigma` (`TrainConfig.inference_sigma`), and the GFlowNet solver samples its
+checkpoints there by default.
+
+Everything random in step s is seeded by (run.seed, s), so a run resumed from last.pt
+continues exactly as the uninterrupted run would; a resumed run's config must equal the
+checkpoint's (only run.steps and run.workers may change). log.csv and TensorBoard as in
+REGAL's training (`learning.runs`). Non-finite losses or gradients stop training with the last
+good checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.datasets import Dataset
+from graphopt.ir.graph import Graph
+from graphopt.learning import runs
+from graphopt.learning.encoders.topoformer import relation_masks
+from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
+from graphopt.learning.objectives.ppo import ppo_loss, trajectory_advantages
+from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
+from graphopt.learning.optim import clipped_step, learning_rate, minibatches
+from graphopt.learning.runs import (
+    GRAPH_PREFIX,
+    Phase,
+    RunLog,
+    RunState,
+    graph_files,
+    open_run,
+    restore_run,
+    run_steps,
+    training_graphs,
+    unwatched,
+    write_config,
+)
+from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, TrainConfig
+from graphopt.learning.systems.gflownet.env import PartialSchedules, connected_subgraph, log_reward
+from graphopt.learning.systems.gflownet.network import (
+    GFlowNetPolicy,
+    replay_trajectories,
+    sample_trajectories,
+)
+
+LOG_COLUMNS = (
+    "step",
+    "seconds",
+    "loss",
+    "speedup",
+    "log_reward",
+    "log_z",
+    "sigma",
+    "ops",
+    "grad_norm",
+    "entropy",
+    "clip_fraction",
+    "approx_kl",
+    "validation_reward",
+    "validation_speedup",
+)
+"""What log.csv records: per step the loss, the mean sampled speedup, mean log-reward and mean
+zeta (the implied log Z), the temperature and the graph size; with PPO also the mean per-step
+entropy of P_F, the share of clipped steps and the approximate KL divergence from the sampling
+policy (each averaged over the step's updates, as are its loss and gradient norm); per
+validation the mean speedup."""
+
+
+def train(
+    config: TrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    progress: Callable[[dict[str, float]], None] | None = None,
+    phase: Phase = unwatched,
+) -> RunState:
+    """Trains a GFlowNet policy as `config` says, writing checkpoints and logs into `run_dir`.
+
+    Files: config.json, log.csv, tensorboard/, last.pt (resumable), best.pt (the policy).
+    `progress` gets every logged row, `phase` what takes seconds besides the steps.
+
+    Raises:
+        TrainingError: an existing run without `resume` (or `resume` without one), a resumed
+            run with another config, or non-finite values (the last good checkpoint is kept).
+    """
+    run_dir, last = open_run(run_dir, resume)
+    torch.manual_seed(config.run.seed)
+    network = GFlowNetPolicy(config.policy)
+    optimizer = config.optimizer.optimizer(network.parameters())
+    state = RunState()
+    if resume:
+        state = restore_run(
+            last,
+            GFLOWNET_FORMAT,
+            TrainConfig.from_dict,
+            config,
+            network,
+            lambda: GFlowNetPolicy(config.policy),
+            optimizer,
+            config.updates_per_step,
+            config.optimizer.grad_clip,
+        )
+    write_config(run_dir, config)
+    machine = config.proxy.machine(config.policy.n_devices)
+    if config.dataset.startswith(GRAPH_PREFIX):
+        graphs, train_ids, valid_ids = _graph_files(config, machine)
+    else:
+        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
+        splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
+        graphs = _Graphs(splits, machine)
+    log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
+    try:
+        return run_steps(
+            state,
+            config.run.cadence,
+            lambda step: _step(config, network, optimizer, graphs, train_ids, step),
+            lambda step: _validate(config, network, graphs, valid_ids, step),
+            lambda state: save_run(run_dir / "best.pt", network, None, config, state),
+            lambda state: save_run(last, network, optimizer, config, state),
+            log,
+            progress,
+            phase,
+        )
+    finally:
+        log.close()
+
+
+def _graph_files(config: TrainConfig, machine: Machine) -> tuple[_Graphs, np.ndarray, np.ndarray]:
+    """The graphs of a `graph:` dataset: all trained on, the smallest validated on."""
+    files = graph_files(config.dataset)
+    train_ids = np.arange(len(files))
+    sizes = np.array([graph.n_ops for graph in files])
+    valid_ids = np.sort(np.argsort(sizes, kind="stable")[: config.run.validation_graphs])
+    return _Graphs({"train": files, "valid": files}, machine), train_ids, valid_ids
+
+
+class _Graphs:
+    """The training and validation graphs with their scorers and attention masks, loaded once."""
+
+    def __init__(self, splits: dict[str, Sequence[Graph]], machine: Machine) -> None:
+        self.machine = machine
+        self.splits = splits
+        self.cache: dict[tuple[str, int], tuple[Graph, Scorer, torch.Tensor]] = {}
+
+    def get(self, split: str, index: int) -> tuple[Graph, Scorer, torch.Tensor]:
+        key = (split, index)
+        if key not in self.cache:
+            graph = self.splits[split][index]
+            self.cache[key] = (graph, Scorer(graph, self.machine), relation_masks(graph))
+        return self.cache[key]
+
+
+def _step(
+    config: TrainConfig,
+    network: GFlowNetPolicy,
+    optimizer: torch.optim.Optimizer,
+    graphs: _Graphs,
+    train_ids: np.ndarray,
+    step: int,
+) -> dict[str, float]:
+    """One update on one graph at one temperature; everything random is seeded by (seed, step)."""
+    rng = np.random.default_rng([config.run.seed, step])
+    sampling = config.sampling
+    graph, scorer, masks = graphs.get("train", int(rng.choice(train_ids)))
+    if graph.n_ops > sampling.subgraph_ops:
+        low, high = sampling.subgraph_ops // 2, sampling.subgraph_ops * 3 // 2
+        graph = connected_subgraph(graph, int(rng.integers(low, high + 1)), rng)
+        scorer, masks = Scorer(graph, graphs.machine), relation_masks(graph)
+    if config.loss == "ppo":
+        return _ppo_step(config, network, optimizer, graph, scorer, masks, rng, step)
+    sigma = float(np.exp(rng.uniform(np.log(sampling.sigma_min), np.log(sampling.sigma_max))))
+    generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    network.train()
+    replayed = config.replay.updates > 1
+    with torch.set_grad_enabled(not replayed):
+        sampled = sample_trajectories(
+            network,
+            graph,
+            graphs.machine,
+            sampling.trajectories,
+            sigma,
+            generator,
+            masks,
+            uniform_backward=config.backward == "uniform",
+        )
+    speedups = sampled.schedules.speedups(scorer)
+    log_r = torch.from_numpy(log_reward(speedups, config.policy.n_devices, sigma)).float()
+    zeta = log_r + sampled.log_pb - sampled.log_pf
+    if not replayed:
+        loss = _gflownet_loss(
+            config,
+            network,
+            graph,
+            graphs.machine,
+            masks,
+            sigma,
+            log_r,
+            sampled.log_pf,
+            sampled.log_pb,
+        )
+        losses, norms = (
+            [float(loss.detach())],
+            [clipped_step(network, optimizer, loss, step, config.optimizer.grad_clip)],
+        )
+    else:
+        losses, norms = [], []
+        for index in minibatches(rng, len(log_r), config.replay.epochs, config.replay.minibatches):
+            replay = replay_trajectories(
+                network, graph, graphs.machine, sampled.actions[index], sigma, masks
+            )
+            loss = _gflownet_loss(
+                config,
+                network,
+                graph,
+                graphs.machine,
+                masks,
+                sigma,
+                log_r[index],
+                replay.log_pf.sum(dim=1),
+                sampled.log_pb[index],
+            )
+            losses.append(float(loss.detach()))
+            norms.append(clipped_step(network, optimizer, loss, step, config.optimizer.grad_clip))
+    return {
+        "step": step + 1,
+        "loss": float(np.mean(losses)),
+        "speedup": float(speedups.mean()),
+        "log_reward": float(log_r.mean()),
+        "log_z": float(zeta.detach().mean()),
+        "sigma": sigma,
+        "ops": float(graph.n_ops),
+        "grad_norm": float(np.mean(norms)),
+    }
+
+
+def _gflownet_loss(
+    config: TrainConfig,
+    network: GFlowNetPolicy,
+    graph: Graph,
+    machine: Machine,
+    masks: torch.Tensor,
+    sigma: float,
+    log_r: torch.Tensor,
+    log_pf: torch.Tensor,
+    log_pb: torch.Tensor,
+) -> torch.Tensor:
+    """The configured GFlowNet loss of trajectories of one graph at one temperature."""
+    if config.loss == "variance":
+        return log_partition_variance_loss(log_r, log_pf, log_pb)
+    empty = torch.from_numpy(PartialSchedules(graph, machine, 1).features())
+    log_z = network.log_partition(empty, masks, torch.log(torch.tensor([sigma])))
+    return trajectory_balance_loss(log_z, log_r, log_pf, log_pb)
+
+
+def _ppo_step(
+    config: TrainConfig,
+    network: GFlowNetPolicy,
+    optimizer: torch.optim.Optimizer,
+    graph: Graph,
+    scorer: Scorer,
+    masks: torch.Tensor,
+    rng: np.random.Generator,
+    step: int,
+) -> dict[str, float]:
+    """PPO's epochs of minibatch updates on one batch of trajectories sampled at `ppo.sigma`.
+
+    The reward is the GFlowNet's log-reward at that sigma (paper 004: the same reward); with
+    advantage normalization its scale 1 / sigma cancels. The decayed entropy weight and learning
+    rate are functions of the step number, so a resumed run repeats them exactly.
+    """
+    ppo, machine = config.ppo, scorer.machine
+    generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    network.train()
+    with torch.no_grad():
+        sampled = sample_trajectories(
+            network, graph, machine, config.sampling.trajectories, ppo.sigma, generator, masks
+        )
+    speedups = sampled.schedules.speedups(scorer)
+    log_r = torch.from_numpy(log_reward(speedups, machine.n_devices, ppo.sigma)).float()
+    advantages = trajectory_advantages(log_r, ppo.normalize_advantages)
+    progress = step / config.run.steps
+    entropy_weight = ppo.entropy_weight_at(progress)
+    rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
+    totals = np.zeros(5)  # loss, gradient norm, entropy, clip fraction, approximate KL
+    batch = sampled.actions.shape[0]
+    with learning_rate(optimizer, rate):
+        for index in minibatches(rng, batch, ppo.epochs, ppo.minibatches):
+            replay = replay_trajectories(
+                network, graph, machine, sampled.actions[index], ppo.sigma, masks
+            )
+            loss = ppo_loss(
+                replay.log_pf,
+                sampled.step_log_pf[index],
+                advantages[index],
+                replay.entropy,
+                ppo.clip,
+                entropy_weight,
+            )
+            norm = clipped_step(network, optimizer, loss.total, step, config.optimizer.grad_clip)
+            totals += [
+                float(loss.total.detach()),
+                norm,
+                float(loss.entropy),
+                float(loss.clip_fraction),
+                float(loss.approx_kl),
+            ]
+    means = totals / ppo.updates
+    zeta = log_r + sampled.log_pb - sampled.log_pf
+    return {
+        "step": step + 1,
+        "loss": float(means[0]),
+        "speedup": float(speedups.mean()),
+        "log_reward": float(log_r.mean()),
+        "log_z": float(zeta.mean()),
+        "sigma": ppo.sigma,
+        "ops": float(graph.n_ops),
+        "grad_norm": float(means[1]),
+        "entropy": float(means[2]),
+        "clip_fraction": float(means[3]),
+        "approx_kl": float(means[4]),
+    }
+
+
+def _validate(
+    config: TrainConfig, network: GFlowNetPolicy, graphs: _Graphs, ids: np.ndarray, step: int
+) -> dict[str, float]:
+    """Mean speedup of schedules sampled at `inference_sigma` on the validation graphs."""
+    network.eval()
+    means = []
+    with torch.no_grad():
+        for position, index in enumerate(ids.tolist()):
+            graph, scorer, masks = graphs.get("valid", index)
+            generator = torch.Generator().manual_seed(1000 + position)
+            sampled = sample_trajectories(
+                network,
+                graph,
+                graphs.machine,
+                config.sampling.validation_samples,
+                config.inference_sigma,
+                generator,
+                masks,
+            )
+            means.append(float(sampled.schedules.speedups(scorer).mean()))
+    mean = float(np.mean(means))
+    return {"step": step, "validation_reward": mean, "validation_speedup": mean}
+
+
+def save_run(
+    path: Path,
+    network: GFlowNetPolicy,
+    optimizer: torch.optim.Optimizer | None,
+    config: TrainConfig,
+    state: RunState,
+) -> None:
+    """Writes best.pt (the policy) or last.pt (with the optimizer and run state)."""
+    fields = {
+        "policy_config": json.dumps(asdict(config.policy)),
+        "proxy": json.dumps(asdict(config.proxy)),
+    }
+    runs.save_run(path, GFLOWNET_FORMAT, network, optimizer, config, state, fields)

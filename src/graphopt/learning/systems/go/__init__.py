@@ -1,0 +1,1 @@
+"""GO (paper 002): GDP extended to placement, scheduling and fusion jointly."""

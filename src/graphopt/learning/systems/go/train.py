@@ -1,0 +1,192 @@
+"""Training GO's multi-task policy with PPO (paper 002 sections 4-5), as GDP's is trained.
+
+The loop is GDP's (`train_gdp.run_training` and `GDPTrainer`): each step samples `samples`
+decisions of `graphs_per_step` graphs, scores them exactly in GO's environment (`envs.go`: GO's
+priority ready queues and fusion decoder) and takes PPO's clipped updates, every op one action
+whose log-probability is the sum of its tasks'. What GO changes is what an action is: a device,
+a scheduling level and a fusion level per op, from one forward pass (`networks.go`).
+
+The mode (`GOConfig.mode`, GO fig. 6) sets what is trained when. Tasks joined by '+' are one
+stage: sampled together, the later conditioned on the earlier's actions. Stages separated by '|'
+split `run.steps` equally and are trained one after another: in stage k its tasks are sampled,
+the earlier stages' tasks take their trained heads' most likely actions and the later stages'
+tasks are left undecided, so the environment gives them the compiler's defaults (critical-path
+order, XLA-like default fusion): each task is optimized knowing only the decisions before it,
+as GO's single-task modes are. Validation scores every task's most likely action, and the best
+of `validation_samples` samples beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.runs import Phase, RunState, unwatched
+from graphopt.learning.systems.gdp.config import TrainConfig
+from graphopt.learning.systems.gdp.env import Graphs, PlacementTask
+from graphopt.learning.systems.gdp.train import (
+    GDPTrainer,
+    Rollout,
+    System,
+    run_training,
+    validate_offers,
+)
+from graphopt.learning.systems.go.config import GO_FORMAT, GOTrainConfig
+from graphopt.learning.systems.go.env import (
+    GOEnv,
+    GOGraphSource,
+    act,
+    most_likely_actions,
+    sample_actions,
+    stage_behaviour,
+)
+from graphopt.learning.systems.go.network import Behaviour, GOPolicy
+
+
+class GOTrainer(GDPTrainer):
+    """GDP's PPO steps on GO's actions, stage by stage (`stage_behaviour`)."""
+
+    policy: GOPolicy
+    behaviour: dict[str, Behaviour]
+    centre: np.ndarray | None = None
+    """[3, n_ops] the decisions the priors pull toward (`CentredGOTrainer`); None: defaults."""
+
+    def step(self, step: int) -> dict[str, float]:
+        """One PPO step of the stage `step` falls in."""
+        self.behaviour = stage_behaviour(self.policy.go, step, self.config.run.steps)
+        return super().step(step)
+
+    def draw(
+        self, task: PlacementTask, samples: int, generator: torch.Generator
+    ) -> tuple[np.ndarray, torch.Tensor]:
+        """The stage's sampled actions [samples, 3, n_ops] and their per-op log-probs."""
+        return sample_actions(self.policy, task, samples, generator, self.behaviour, self.centre)
+
+    def _loss(
+        self,
+        task: PlacementTask,
+        actions: torch.Tensor,
+        old_log_p: torch.Tensor,
+        advantages: torch.Tensor,
+        entropy_weight: float,
+    ) -> PPOLoss:
+        """PPO's loss on a minibatch of one graph's samples (every op one joint action)."""
+        acted = act(self.policy, task, self.behaviour, actions=actions, centre=self.centre)
+        return ppo_loss(
+            acted.log_p,
+            old_log_p,
+            advantages,
+            acted.entropy,
+            self.config.ppo.clip,
+            entropy_weight,
+        )
+
+
+class CentredGOTrainer(GOTrainer):
+    """GO-one as a learned local search: PPO on one graph, sampling around the best so far.
+
+    GO's priors spread samples far from the start: on gpt2-tiny's training graph (368 ops, 4
+    devices) a sample of the shipped priors changes about 21 devices, 64 scheduling levels and
+    the levels of most fusable ops, and is 2.2 times slower than the start (median); none of
+    640 beat it, though 241 of its 5,822 single-decision changes do. Here the priors pull toward
+    an incumbent (`GOPolicy.act`'s `centre`) with strengths set so that a sample changes about
+    `explore` decisions per task (`GOPolicy.explore`), and a step's best sample becomes the
+    incumbent when it beats it, after the step's updates (so each step's samples and its PPO
+    ratios share one distribution). PPO learns which changes pay, in the heads' logits and the
+    strengths; with `learn` False the same search runs on the unchanging network, the control
+    that shows what learning adds.
+
+    Args:
+        policy, graphs, train_ids, config, workers: as `GDPTrainer`; one training graph.
+        centre: [3, n_ops] the first incumbent's decisions (every task decided).
+        reward: its reward.
+        explore: decisions per task a sample changes, about.
+        learn: take PPO's updates.
+    """
+
+    def __init__(
+        self,
+        policy: GOPolicy,
+        graphs: Graphs,
+        train_ids: np.ndarray,
+        config: TrainConfig,
+        workers: Any = None,
+        *,
+        centre: np.ndarray,
+        reward: float,
+        explore: float,
+        learn: bool = True,
+    ) -> None:
+        super().__init__(policy, graphs, train_ids, config, workers)
+        if len(self.train_ids) != 1:
+            raise TrainingError(f"a centred search trains on one graph, got {len(train_ids)}")
+        env = graphs.env("train", int(self.train_ids[0]))
+        assert isinstance(env, GOEnv)
+        policy.explore(env.n_devices, env.graph.n_ops, int(env.fusable.sum()), explore)
+        self.centre = np.array(centre, dtype=np.int64)
+        self.reward = reward
+        self.learn = learn
+
+    def update(
+        self, step: int, rng: np.random.Generator, rollouts: list[Rollout]
+    ) -> dict[str, float]:
+        """PPO's updates when learning; the frozen control leaves the network as it is."""
+        return super().update(step, rng, rollouts) if self.learn else {"step": step + 1}
+
+    def step(self, step: int) -> dict[str, float]:
+        """A step's samples around the incumbent and its updates, then the incumbent's move."""
+        row = super().step(step)
+        for _, actions, outcome in self.sampled:
+            best = int(np.argmax(outcome.reward))
+            if outcome.reward[best] > self.reward:
+                self.centre = actions[best].astype(np.int64)
+                self.reward = float(outcome.reward[best])
+        return row
+
+
+def _validate(
+    policy: GOPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: GOTrainConfig
+) -> dict[str, float]:
+    """`validate_offers` with the `go` solver's offers: the most likely and sampled decisions."""
+    return validate_offers(
+        graphs, ids, step, config, partial(most_likely_actions, policy),
+        partial(sample_actions, policy),
+    )  # fmt: skip
+
+
+GO_SYSTEM = System(
+    GO_FORMAT,
+    GOTrainConfig.from_dict,
+    GOPolicy,
+    lambda policy: policy.placer.partition_prior is not None,
+    lambda dataset, config, hints: GOGraphSource(
+        dataset,
+        config.machine,
+        hints,
+        levels=config.policy.levels,
+        compiler_fusion=config.compiler_fusion,
+        hint_fusion=config.policy.places_fused,
+    ),  # fmt: skip
+    GOTrainer,
+    _validate,
+)
+"""GO's pieces for `train_gdp.run_training`."""
+
+
+def train(
+    config: GOTrainConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    progress: Callable[[dict[str, float]], None] | None = None,
+    ray_address: str | None = None,
+    phase: Phase = unwatched,
+) -> RunState:
+    """Trains a GO policy as `config` says, into `run_dir` (files and errors as GDP's `train`)."""
+    return run_training(config, run_dir, resume, progress, ray_address, GO_SYSTEM, phase)
