@@ -15,12 +15,10 @@ import numpy as np
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
 from graphopt.solvers.incremental import (
-    IncrementalEvaluator,
     check_positive,
     check_probability,
+    current_starts,
     offer_batch,
-    offer_start,
-    starts,
 )
 
 
@@ -84,15 +82,8 @@ class SimulatedAnnealing(Solver):
     ) -> None:
         """Anneals from the first valid start."""
         config = self.config
-        evaluator = IncrementalEvaluator(problem)
         with_makespan = problem.objective is Objective.MAKESPAN
-        for placement, order in starts(problem, rng, initial):
-            scored = offer_start(problem, tracker, placement, order)
-            if scored is not None:
-                break
-        peaks, makespan = scored
-        evaluator.reset(placement, order)
-        excess, value = problem.fitness(peaks[None], np.array([makespan]))
+        evaluator, peaks, excess, value = next(current_starts(problem, tracker, rng, initial))
         value_scale = float(value[0]) if value[0] > 0 else 1.0
         memory_scale = float(max(peaks.max(initial=0), 1))
 

@@ -1001,6 +1001,28 @@ def offer_start(
     return peaks, makespan
 
 
+def current_starts(
+    problem: Problem, tracker: Tracker, rng: np.random.Generator, initial: Sequence[Solution]
+) -> Iterator[tuple[IncrementalEvaluator, np.ndarray, np.ndarray, np.ndarray]]:
+    """The starts a search climbs from: each one `offer_start` accepts, made current in turn.
+
+    Local search restarts from the next one; annealing takes the first.
+
+    Yields:
+        (evaluator, peaks [n_devices] int64, excess [1], value [1]): one evaluator for every
+        start, whose current solution the start now is, and the start's scores.
+    """
+    evaluator = IncrementalEvaluator(problem)
+    for placement, order in starts(problem, rng, initial):
+        scored = offer_start(problem, tracker, placement, order)
+        if scored is None:
+            continue
+        peaks, makespan = scored
+        evaluator.reset(placement, order)
+        excess, value = problem.fitness(peaks[None], np.array([makespan]))
+        yield evaluator, peaks, excess, value
+
+
 def offer_batch(
     tracker: Tracker,
     evaluator: IncrementalEvaluator,

@@ -23,12 +23,10 @@ import numpy as np
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Objective, Problem, Solver, Tracker
 from graphopt.solvers.incremental import (
-    IncrementalEvaluator,
     check_positive,
     check_probability,
+    current_starts,
     offer_batch,
-    offer_start,
-    starts,
 )
 from graphopt.solvers.random_keys import RandomKeyDecoder, offer_decoded
 
@@ -93,15 +91,9 @@ class LocalSearch(Solver):
     ) -> None:
         """The climb of paper 001 over placements and orders, scored incrementally."""
         config = self.config
-        evaluator = IncrementalEvaluator(problem)
         with_makespan = problem.objective is Objective.MAKESPAN
-        for placement, order in starts(problem, rng, initial):
-            scored = offer_start(problem, tracker, placement, order)
-            if scored is None:
-                continue
-            peaks, makespan = scored
-            evaluator.reset(placement, order)
-            key = _key(*problem.fitness(peaks[None], np.array([makespan])), peaks[None])[0]
+        for evaluator, peaks, excess, value in current_starts(problem, tracker, rng, initial):
+            key = _key(excess, value, peaks[None])[0]
             stale = 0
             while stale < config.patience:
                 size = min(config.neighbourhood_size, tracker.remaining)
