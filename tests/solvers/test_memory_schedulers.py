@@ -16,17 +16,12 @@ from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Budget, Objective, Problem, Result
+from graphopt.solvers.base import Budget, Objective, Problem, Result, SolverError
 from graphopt.solvers.events import events_from_op_order
 from graphopt.solvers.memory_schedulers import (
+    COMPILER_SCHEDULERS,
     PORTFOLIO,
-    CompilerBestScheduler,
-    InductorBfsScheduler,
-    InductorDfsScheduler,
-    InductorLpmfScheduler,
-    XlaDfsScheduler,
-    XlaListScheduler,
-    XlaPostOrderScheduler,
+    CompilerScheduler,
     best_of_order,
     bfs_order,
     dfs_order,
@@ -35,16 +30,10 @@ from graphopt.solvers.memory_schedulers import (
     lpmf_order,
     post_order,
 )
+from graphopt.solvers.registry import make_solver
 from strategies import graphs, machines, solvable
 
-MEMBERS = (
-    XlaListScheduler,
-    XlaDfsScheduler,
-    XlaPostOrderScheduler,
-    InductorLpmfScheduler,
-    InductorBfsScheduler,
-    InductorDfsScheduler,
-)
+MEMBERS = tuple(name for name in COMPILER_SCHEDULERS if name != "compiler-best")
 BUDGET = Budget(evaluations=1000)
 
 
@@ -298,16 +287,16 @@ def test_solvers_honour_pins_score_exactly_and_best_is_never_worse(problem: Prob
     if problem.pinned is not None:
         expected = np.maximum(problem.pinned, 0)
     results = {}
-    for solver in (*MEMBERS, CompilerBestScheduler):
-        result = solver().solve(problem, BUDGET)
+    for name in (*MEMBERS, "compiler-best"):
+        result = CompilerScheduler(name).solve(problem, BUDGET)
         assert_exact(problem, result)
         assert np.array_equal(result.solution.placement, expected)
-        assert result.solution.solver["name"] == solver.name
+        assert result.solution.solver["name"] == name
         score = result.score
-        results[solver.name] = problem.fitness(
+        results[name] = problem.fitness(
             np.asarray(score.peak_memory_per_device)[None], np.asarray([score.makespan])
         )
-    best = results.pop(CompilerBestScheduler.name)
+    best = results.pop("compiler-best")
     for member in results.values():
         assert (best[0][0], best[1][0]) <= (member[0][0], member[1][0])
 
@@ -317,11 +306,11 @@ def test_solvers_are_deterministic_and_stop_at_the_budget() -> None:
     pinned = np.full(g.n_ops, -1)
     pinned[::7] = 1
     problem = Problem(g, Machine(n_devices=2, latency=0.1), Objective.PEAK_MEMORY, pinned)
-    first = CompilerBestScheduler().solve(problem, BUDGET)
-    again = CompilerBestScheduler().solve(problem, BUDGET)
+    first = CompilerScheduler("compiler-best").solve(problem, BUDGET)
+    again = CompilerScheduler("compiler-best").solve(problem, BUDGET)
     assert np.array_equal(first.solution.order, again.solution.order)
     assert first.evaluations <= 2 * len(PORTFOLIO)
-    short = CompilerBestScheduler().solve(problem, Budget(evaluations=3))
+    short = CompilerScheduler("compiler-best").solve(problem, Budget(evaluations=3))
     assert short.evaluations == 3
 
 
@@ -333,3 +322,10 @@ def test_ten_thousand_ops_in_well_under_a_second(schedule) -> None:
     order = schedule(g)
     assert time.perf_counter() - start < 1.0
     assert_topological(g, order)
+
+
+def test_every_compiler_scheduler_is_registered_by_its_name() -> None:
+    for name in COMPILER_SCHEDULERS:
+        assert make_solver(name).name == name
+    with pytest.raises(SolverError, match="unknown compiler scheduler"):
+        CompilerScheduler("xla-best")

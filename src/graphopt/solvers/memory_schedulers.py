@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Sequence
-from typing import ClassVar
 
 import numba
 import numpy as np
@@ -36,7 +35,7 @@ from graphopt.costmodels.score import Scorer
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, Tracker
+from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
 from graphopt.solvers.events import events_from_op_order, offer_op_orders
 
 OrderFunction = Callable[[Graph, np.ndarray | None, int], np.ndarray]
@@ -608,15 +607,39 @@ def pinned_placement(problem: Problem) -> np.ndarray:
     return np.maximum(problem.pinned, 0).astype(np.int32)
 
 
+COMPILER_SCHEDULERS: dict[str, tuple[OrderFunction, ...]] = {
+    "xla-list": (list_order,),
+    "xla-dfs": (dfs_order,),
+    "xla-postorder": (post_order,),
+    "inductor-lpmf": (lpmf_order,),
+    "inductor-bfs": (bfs_order,),
+    "inductor-dfs": (inductor_dfs_order,),
+    "compiler-best": PORTFOLIO,
+}
+"""Each compiler scheduler's solver name and the heuristics it runs: XLA's list, DFS and
+post-order memory schedulers, Inductor's least-peak-memory-first, BFS and DFS orders, and
+compiler-best, every order of `PORTFOLIO`: a superset of every other's candidates, so never worse
+than any of them for the problem's objective."""
+
+
 class CompilerScheduler(Solver):
     """Runs fixed compiler heuristics on the pinned placement and offers their orders.
 
     Pinned ops run on their device and every other op on device 0 (these are single-device
-    schedulers). Subclasses name the heuristics in `schedules`; the evaluation budget only
-    matters through the tracker, since they evaluate a handful of candidates.
+    schedulers). The evaluation budget only matters through the tracker, since they evaluate a
+    handful of candidates.
+
+    Args:
+        name: a key of `COMPILER_SCHEDULERS`: the solver's name and its heuristics.
     """
 
-    schedules: ClassVar[tuple[OrderFunction, ...]]
+    def __init__(self, name: str) -> None:
+        if name not in COMPILER_SCHEDULERS:
+            raise SolverError(
+                f"unknown compiler scheduler {name!r}; valid: {', '.join(COMPILER_SCHEDULERS)}"
+            )
+        self.name = name
+        self.schedules = COMPILER_SCHEDULERS[name]
 
     def run(
         self,
@@ -630,56 +653,3 @@ class CompilerScheduler(Solver):
         n_devices = problem.machine.n_devices
         op_orders = (schedule(problem.graph, placement, n_devices) for schedule in self.schedules)
         offer_op_orders(problem, tracker, placement, op_orders)
-
-
-class XlaListScheduler(CompilerScheduler):
-    """XLA's list memory scheduler (`list_order`)."""
-
-    name = "xla-list"
-    schedules = (list_order,)
-
-
-class XlaDfsScheduler(CompilerScheduler):
-    """XLA's DFS memory scheduler (`dfs_order`)."""
-
-    name = "xla-dfs"
-    schedules = (dfs_order,)
-
-
-class XlaPostOrderScheduler(CompilerScheduler):
-    """XLA's post-order memory scheduler (`post_order`)."""
-
-    name = "xla-postorder"
-    schedules = (post_order,)
-
-
-class InductorLpmfScheduler(CompilerScheduler):
-    """Inductor's least-peak-memory-first order (`lpmf_order`)."""
-
-    name = "inductor-lpmf"
-    schedules = (lpmf_order,)
-
-
-class InductorBfsScheduler(CompilerScheduler):
-    """Inductor's BFS order (`bfs_order`)."""
-
-    name = "inductor-bfs"
-    schedules = (bfs_order,)
-
-
-class InductorDfsScheduler(CompilerScheduler):
-    """Inductor's DFS order (`inductor_dfs_order`)."""
-
-    name = "inductor-dfs"
-    schedules = (inductor_dfs_order,)
-
-
-class CompilerBestScheduler(CompilerScheduler):
-    """Every order of `PORTFOLIO`, each with lazy and eager transfers; the tracker keeps the best.
-
-    It offers a superset of every other compiler scheduler's candidates, so it is never worse
-    than any of them for the problem's objective.
-    """
-
-    name = "compiler-best"
-    schedules = PORTFOLIO

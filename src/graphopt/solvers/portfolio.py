@@ -35,7 +35,7 @@ from graphopt.solvers.brkga import BRKGA, BRKGAConfig
 from graphopt.solvers.list_scheduling import CriticalPathScheduler, HeftScheduler
 from graphopt.solvers.local_search import LocalSearch
 from graphopt.solvers.makespan_search import CriticalPathSearch
-from graphopt.solvers.memory_schedulers import CompilerBestScheduler
+from graphopt.solvers.memory_schedulers import CompilerScheduler
 from graphopt.solvers.partition import HypergraphSolver, MetisSolver
 from graphopt.solvers.pipeline import PipelineSolver
 
@@ -80,7 +80,7 @@ class Portfolio(Solver):
         """Runs the baselines, BRKGA and local search in turn on the shared tracker."""
         if problem.objective is Objective.PEAK_MEMORY:
             baselines: list[Solver] = [
-                CompilerBestScheduler(),
+                CompilerScheduler("compiler-best"),
                 PipelineSolver(),
                 MetisSolver(),
                 HypergraphSolver(),

@@ -21,7 +21,8 @@ class SolverEntry(NamedTuple):
 
     module: str
     factory: str
-    """Called with no argument, it returns the solver; a learned one also takes `policy`."""
+    """Called with no argument, it returns the solver; a learned one also takes `policy`, and a
+    `named` one the solver's name."""
     description: str
     learned: bool = False
     """Steered by a trained policy, whose checkpoint a user may pass instead of the shipped one."""
@@ -32,6 +33,9 @@ class SolverEntry(NamedTuple):
     fusion groups with placement and order."""
     samples: bool = False
     """It samples many schedules and keeps the best K distinct ones (`--candidates`)."""
+    named: bool = False
+    """Its factory takes the solver's name: one class runs several solvers from a table (the
+    compiler schedulers, `memory_schedulers.COMPILER_SCHEDULERS`)."""
     fusion: str = "none"
     """The fusion policy it runs with when the caller names none, on a graph whose ops have
     fusion classes (`default_fusion`)."""
@@ -58,38 +62,45 @@ SOLVERS: dict[str, SolverEntry] = {
     ),
     "xla-list": SolverEntry(
         "graphopt.solvers.memory_schedulers",
-        "XlaListScheduler",
+        "CompilerScheduler",
         "XLA list memory scheduler, one device",
+        named=True,
     ),
     "xla-dfs": SolverEntry(
         "graphopt.solvers.memory_schedulers",
-        "XlaDfsScheduler",
+        "CompilerScheduler",
         "XLA DFS memory scheduler, one device",
+        named=True,
     ),
     "xla-postorder": SolverEntry(
         "graphopt.solvers.memory_schedulers",
-        "XlaPostOrderScheduler",
+        "CompilerScheduler",
         "XLA post-order memory scheduler, one device",
+        named=True,
     ),
     "inductor-lpmf": SolverEntry(
         "graphopt.solvers.memory_schedulers",
-        "InductorLpmfScheduler",
+        "CompilerScheduler",
         "Inductor least-peak-memory-first reordering, one device",
+        named=True,
     ),
     "inductor-bfs": SolverEntry(
         "graphopt.solvers.memory_schedulers",
-        "InductorBfsScheduler",
+        "CompilerScheduler",
         "Inductor BFS reordering, one device",
+        named=True,
     ),
     "inductor-dfs": SolverEntry(
         "graphopt.solvers.memory_schedulers",
-        "InductorDfsScheduler",
+        "CompilerScheduler",
         "Inductor DFS reordering, one device",
+        named=True,
     ),
     "compiler-best": SolverEntry(
         "graphopt.solvers.memory_schedulers",
-        "CompilerBestScheduler",
+        "CompilerScheduler",
         "best of the XLA and Inductor schedulers, one device",
+        named=True,
     ),
     "critical-path": SolverEntry(
         "graphopt.solvers.list_scheduling",
@@ -267,6 +278,8 @@ def make_solver(name: str, policy: str | None = None, finetune: int = 0) -> Solv
         raise SolverError(f"--finetune applies to {', '.join(FINETUNERS)}, not {name!r}")
     make: Callable[..., Solver] = getattr(importlib.import_module(entry.module), entry.factory)
     options: dict[str, object] = {} if policy is None else {"policy": policy}
+    if entry.named:
+        options["name"] = name
     if finetune:
         options["finetune"] = finetune
     return make(**options)
