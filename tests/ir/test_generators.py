@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
@@ -12,8 +13,10 @@ from hypothesis import strategies as st
 
 from graphopt.errors import GraphError, GraphoptError
 from graphopt.ir.generators import (
+    DEFAULT_SIZES,
     FAMILIES,
     MAX_SIZE,
+    CommonOptions,
     SizeDistribution,
     augment,
     barabasi_albert,
@@ -82,6 +85,16 @@ def test_unknown_family_names_it_and_the_valid_ones() -> None:
 def test_unknown_parameter_is_named() -> None:
     with pytest.raises(GraphoptError, match=r"watts_strogatz: unknown parameter 'm'; valid .* k"):
         generate("watts_strogatz", 10, m=2)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_signatures_list_the_common_options_with_their_defaults(family: str) -> None:
+    # `generate` and dataset configs check keywords against the signature.
+    parameters = inspect.signature(FAMILIES[family]).parameters
+    common = list(CommonOptions.__annotations__)
+    assert list(parameters)[-len(common) :] == common
+    assert parameters["seed"].default == 0 and parameters["sizes"].default == DEFAULT_SIZES
+    assert all(p.kind is not inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
 # --------------------------------------------------------------------------- determinism

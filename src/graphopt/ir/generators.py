@@ -22,7 +22,7 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypedDict, Unpack, get_args
 
 import numba
 import numpy as np
@@ -140,6 +140,51 @@ DEFAULT_SIZES = SizeDistribution()
 """Default tensor sizes: log-uniform between 1 KiB and 1 MiB."""
 
 
+class CommonOptions(TypedDict, total=False):
+    """The keyword arguments every family takes besides its own (defaults in brackets).
+
+    Attributes:
+        seed: seed of the one generator every draw comes from [0].
+        runtime_low: op runtimes are U(runtime_low, runtime_high) seconds [0].
+        runtime_high: see `runtime_low` [1].
+        sizes: distribution of tensor sizes [`DEFAULT_SIZES`].
+        temp_memory: distribution of per-op scratch bytes; None means all 0 [None].
+        persistent_sources: mark the outputs of source ops persistent (weights, inputs) [False].
+        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`) [False].
+        name: graph name [None: "{family}_n{n}_s{seed}", family as `FAMILIES` names it].
+    """
+
+    seed: int
+    runtime_low: float
+    runtime_high: float
+    sizes: SizeDistribution
+    temp_memory: SizeDistribution | None
+    persistent_sources: bool
+    fusion: bool
+    name: str | None
+
+
+Family = Callable[..., Graph]
+"""A family's generator: (n, *, its own keywords, **`CommonOptions`) -> a graph."""
+
+
+def _family(make: Family) -> Family:
+    """Lists `CommonOptions` in the family's signature, with their defaults, after its own.
+
+    `generate` and dataset configs check keywords against a family's signature, which would
+    otherwise show only `**options`.
+    """
+    own = inspect.signature(make)
+    common = [
+        parameter
+        for parameter in inspect.signature(_Common.checked).parameters.values()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    keywords = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    make.__signature__ = own.replace(parameters=[*keywords, *common])  # type: ignore[attr-defined]
+    return make
+
+
 @dataclass(frozen=True)
 class _Common:
     """The keyword arguments every family shares, validated, and the graph assembly they drive."""
@@ -159,17 +204,21 @@ class _Common:
     def checked(
         family: str,
         n: Any,
-        seed: Any,
-        runtime_low: Any,
-        runtime_high: Any,
-        sizes: Any,
-        temp_memory: Any,
-        persistent_sources: Any,
-        name: Any,
         min_n: int = 1,
+        *,
+        seed: Any = 0,
+        runtime_low: Any = 0.0,
+        runtime_high: Any = 1.0,
+        sizes: Any = DEFAULT_SIZES,
+        temp_memory: Any = None,
+        persistent_sources: Any = False,
         fusion: Any = False,
+        name: Any = None,
     ) -> _Common:
-        """Validates the shared arguments before any drawing, so bad input fails fast."""
+        """Validates the shared arguments before any drawing, so bad input fails fast.
+
+        The keywords after `min_n` are `CommonOptions`, with their defaults.
+        """
         n = _integer(family, "n", n, min_n)
         if n > MAX_GENERATED_OPS:
             raise GraphoptError(
@@ -509,19 +558,13 @@ def _attach(
 
 
 # ------------------------------------------------------------------------------- families
+@_family
 def erdos_renyi(
     n: int,
     *,
     avg_degree: float = 6.0,
     p: float | None = None,
-    seed: int = 0,
-    runtime_low: float = 0.0,
-    runtime_high: float = 1.0,
-    sizes: SizeDistribution = DEFAULT_SIZES,
-    temp_memory: SizeDistribution | None = None,
-    persistent_sources: bool = False,
-    fusion: bool = False,
-    name: str | None = None,
+    **options: Unpack[CommonOptions],
 ) -> Graph:
     """Erdős–Rényi G(n, p), randomly oriented into a DAG (paper 004, appendix E.5).
 
@@ -529,31 +572,13 @@ def erdos_renyi(
         n: number of ops (>= 1).
         avg_degree: expected undirected degree; sets p = min(1, avg_degree / (n - 1)).
         p: edge probability in [0, 1]; overrides `avg_degree` when given.
-        seed: seed of the one generator every draw comes from.
-        runtime_low: op runtimes are U(runtime_low, runtime_high) seconds.
-        runtime_high: see `runtime_low`.
-        sizes: distribution of tensor sizes.
-        temp_memory: distribution of per-op scratch bytes; None means all 0.
-        persistent_sources: mark the outputs of source ops persistent (weights, inputs).
-        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
-        name: graph name; default "erdos_renyi_n{n}_s{seed}".
+        **options: what every family takes (`CommonOptions`).
 
     Returns:
         A graph of n ops; expected edges p * n * (n - 1) / 2.
     """
     family = "erdos_renyi"
-    common = _Common.checked(
-        family,
-        n,
-        seed,
-        runtime_low,
-        runtime_high,
-        sizes,
-        temp_memory,
-        persistent_sources,
-        name,
-        fusion=fusion,
-    )
+    common = _Common.checked(family, n, **options)
     n = common.n
     avg_degree = _number(family, "avg_degree", avg_degree, 0.0)
     if p is None:
@@ -566,20 +591,14 @@ def erdos_renyi(
     return common.build(rng, src, dst, {"avg_degree": avg_degree, "p": p})
 
 
+@_family
 def layered(
     n: int,
     *,
     n_layers: int | None = None,
     fan_in: float = 3.0,
     skip_prob: float = 0.1,
-    seed: int = 0,
-    runtime_low: float = 0.0,
-    runtime_high: float = 1.0,
-    sizes: SizeDistribution = DEFAULT_SIZES,
-    temp_memory: SizeDistribution | None = None,
-    persistent_sources: bool = False,
-    fusion: bool = False,
-    name: str | None = None,
+    **options: Unpack[CommonOptions],
 ) -> Graph:
     """Layered DAG in the style of Gagrani et al. 2022, like a deep network's layers.
 
@@ -597,31 +616,13 @@ def layered(
         n_layers: number of layers in [1, n]; default max(1, round(sqrt(n))).
         fan_in: mean number of parents in the previous layer (>= 1).
         skip_prob: probability in [0, 1] that an op of layer 2 or later has a skip parent.
-        seed: seed of the one generator every draw comes from.
-        runtime_low: op runtimes are U(runtime_low, runtime_high) seconds.
-        runtime_high: see `runtime_low`.
-        sizes: distribution of tensor sizes.
-        temp_memory: distribution of per-op scratch bytes; None means all 0.
-        persistent_sources: mark the outputs of source ops persistent (weights, inputs).
-        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
-        name: graph name; default "layered_n{n}_s{seed}".
+        **options: what every family takes (`CommonOptions`).
 
     Returns:
         A graph of n ops with `attrs["layer_sizes"]`, the number of ops of each layer.
     """
     family = "layered"
-    common = _Common.checked(
-        family,
-        n,
-        seed,
-        runtime_low,
-        runtime_high,
-        sizes,
-        temp_memory,
-        persistent_sources,
-        name,
-        fusion=fusion,
-    )
+    common = _Common.checked(family, n, **options)
     n = common.n
     if n_layers is None:
         n_layers = max(1, round(math.sqrt(n)))
@@ -653,6 +654,7 @@ def layered(
     return common.build(rng, src, dst, params, {"layer_sizes": layer_size.tolist()})
 
 
+@_family
 def stochastic_block(
     n: int,
     *,
@@ -661,14 +663,7 @@ def stochastic_block(
     p_out: float | None = None,
     avg_degree: float = 6.0,
     intra_fraction: float = 0.8,
-    seed: int = 0,
-    runtime_low: float = 0.0,
-    runtime_high: float = 1.0,
-    sizes: SizeDistribution = DEFAULT_SIZES,
-    temp_memory: SizeDistribution | None = None,
-    persistent_sources: bool = False,
-    fusion: bool = False,
-    name: str | None = None,
+    **options: Unpack[CommonOptions],
 ) -> Graph:
     """Stochastic block model (Holland et al. 1983), randomly oriented into a DAG (paper 004).
 
@@ -685,31 +680,13 @@ def stochastic_block(
         p_out: probability in [0, 1] of an edge across blocks; default from the two below.
         avg_degree: expected mean undirected degree that sets the default p_in and p_out.
         intra_fraction: expected share in [0, 1] of edges inside blocks, for the defaults.
-        seed: seed of the one generator every draw comes from.
-        runtime_low: op runtimes are U(runtime_low, runtime_high) seconds.
-        runtime_high: see `runtime_low`.
-        sizes: distribution of tensor sizes.
-        temp_memory: distribution of per-op scratch bytes; None means all 0.
-        persistent_sources: mark the outputs of source ops persistent (weights, inputs).
-        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
-        name: graph name; default "sbm_n{n}_s{seed}".
+        **options: what every family takes (`CommonOptions`).
 
     Returns:
         A graph of n ops with `attrs["block_sizes"]`, the number of ops of each block.
     """
     family = "sbm"
-    common = _Common.checked(
-        family,
-        n,
-        seed,
-        runtime_low,
-        runtime_high,
-        sizes,
-        temp_memory,
-        persistent_sources,
-        name,
-        fusion=fusion,
-    )
+    common = _Common.checked(family, n, **options)
     n = common.n
     n_blocks = _integer(family, "n_blocks", n_blocks, 1)
     avg_degree = _number(family, "avg_degree", avg_degree, 0.0)
@@ -745,19 +722,13 @@ def stochastic_block(
     return common.build(rng, src, dst, params, {"block_sizes": block_size.tolist()})
 
 
+@_family
 def watts_strogatz(
     n: int,
     *,
     k: int = 6,
     beta: float = 0.1,
-    seed: int = 0,
-    runtime_low: float = 0.0,
-    runtime_high: float = 1.0,
-    sizes: SizeDistribution = DEFAULT_SIZES,
-    temp_memory: SizeDistribution | None = None,
-    persistent_sources: bool = False,
-    fusion: bool = False,
-    name: str | None = None,
+    **options: Unpack[CommonOptions],
 ) -> Graph:
     """Watts–Strogatz small world (1998), randomly oriented into a DAG (paper 004).
 
@@ -770,31 +741,13 @@ def watts_strogatz(
         n: number of ops (>= 1).
         k: number of lattice neighbours of each op; even, >= 0 and < n.
         beta: rewiring probability in [0, 1].
-        seed: seed of the one generator every draw comes from.
-        runtime_low: op runtimes are U(runtime_low, runtime_high) seconds.
-        runtime_high: see `runtime_low`.
-        sizes: distribution of tensor sizes.
-        temp_memory: distribution of per-op scratch bytes; None means all 0.
-        persistent_sources: mark the outputs of source ops persistent (weights, inputs).
-        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
-        name: graph name; default "watts_strogatz_n{n}_s{seed}".
+        **options: what every family takes (`CommonOptions`).
 
     Returns:
         A graph of n ops and n * k / 2 edges.
     """
     family = "watts_strogatz"
-    common = _Common.checked(
-        family,
-        n,
-        seed,
-        runtime_low,
-        runtime_high,
-        sizes,
-        temp_memory,
-        persistent_sources,
-        name,
-        fusion=fusion,
-    )
+    common = _Common.checked(family, n, **options)
     n = common.n
     k = _integer(family, "k", k, 0)
     if k % 2 or k >= n:
@@ -839,18 +792,12 @@ def watts_strogatz(
     return common.build(rng, src, dst, {"k": k, "beta": beta})
 
 
+@_family
 def barabasi_albert(
     n: int,
     *,
     m: int = 3,
-    seed: int = 0,
-    runtime_low: float = 0.0,
-    runtime_high: float = 1.0,
-    sizes: SizeDistribution = DEFAULT_SIZES,
-    temp_memory: SizeDistribution | None = None,
-    persistent_sources: bool = False,
-    fusion: bool = False,
-    name: str | None = None,
+    **options: Unpack[CommonOptions],
 ) -> Graph:
     """Barabási–Albert preferential attachment (2002), randomly oriented into a DAG (paper 004).
 
@@ -861,32 +808,13 @@ def barabasi_albert(
     Args:
         n: number of ops (>= 2).
         m: edges added per new op; 1 <= m < n.
-        seed: seed of the one generator every draw comes from.
-        runtime_low: op runtimes are U(runtime_low, runtime_high) seconds.
-        runtime_high: see `runtime_low`.
-        sizes: distribution of tensor sizes.
-        temp_memory: distribution of per-op scratch bytes; None means all 0.
-        persistent_sources: mark the outputs of source ops persistent (weights, inputs).
-        fusion: draw fusion fields and time ops by the roofline (`_fusion_fields`).
-        name: graph name; default "barabasi_albert_n{n}_s{seed}".
+        **options: what every family takes (`CommonOptions`).
 
     Returns:
         A graph of n ops and (n - m) * m edges.
     """
     family = "barabasi_albert"
-    common = _Common.checked(
-        family,
-        n,
-        seed,
-        runtime_low,
-        runtime_high,
-        sizes,
-        temp_memory,
-        persistent_sources,
-        name,
-        min_n=2,
-        fusion=fusion,
-    )
+    common = _Common.checked(family, n, 2, **options)
     n = common.n
     if not isinstance(m, numbers.Integral) or isinstance(m, bool) or not 1 <= m < n:
         raise GraphoptError(f"{family}: m must be >= 1 and < n, got m={m!r}, n={n}")
@@ -911,7 +839,7 @@ def barabasi_albert(
     return common.build(rng, src, dst, {"m": m})
 
 
-FAMILIES: dict[str, Callable[..., Graph]] = {
+FAMILIES: dict[str, Family] = {
     "erdos_renyi": erdos_renyi,
     "layered": layered,
     "sbm": stochastic_block,
