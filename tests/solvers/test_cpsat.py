@@ -23,7 +23,8 @@ from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.solution import Solution, random_schedule
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
-from graphopt.solvers.cpsat import CPSATConfig, CPSATSolver, _Model
+from graphopt.solvers.cpsat import CPSATConfig, CPSATSolver
+from graphopt.solvers.cpsat.model import Model
 from strategies import random_graph
 
 ONE = Budget(evaluations=1)
@@ -213,7 +214,7 @@ def test_hints_are_accepted_and_consistent(mode: str, objective: Objective, capa
     # also when the hint's devices are numbered against the symmetry cut.
     for hint in hints:
         score = problem.scorer.score(hint)
-        model = _Model(problem, CPSATConfig().liveness_cuts)
+        model = Model(problem, CPSATConfig().liveness_cuts)
         model.add_hint(hint.placement, hint.order, np.array(score.peak_memory_per_device))
         solver = cp_model.CpSolver()
         solver.parameters.fix_variables_to_their_hinted_value = True
@@ -225,7 +226,7 @@ def test_hints_are_accepted_and_consistent(mode: str, objective: Objective, capa
         if objective is Objective.PEAK_MEMORY:
             assert solver.objective_value == score.peak_memory
         else:
-            seconds = solver.objective_value / model.scale
+            seconds = solver.objective_value / model.times.scale
             assert math.isclose(seconds, score.makespan, rel_tol=MAKESPAN_TOLERANCE)
             assert math.isclose(makespan, score.makespan, rel_tol=MAKESPAN_TOLERANCE)
 
@@ -312,19 +313,19 @@ def test_partition_bound_is_the_best_split_of_runtimes() -> None:
         g = generate("erdos_renyi", int(rng.integers(1, 11)), seed=trial)
         pinned = np.where(rng.random(g.n_ops) < 0.3, rng.integers(0, 2, g.n_ops), -1)
         problem = Problem(g, Machine(2), Objective.MAKESPAN, pinned if trial % 2 else None)
-        model = _Model(problem, 0)
+        times = Model(problem, 0).times
         best = min(
             max(
-                sum(r for r, b in zip(model.runtime, split, strict=True) if b == side)
+                sum(r for r, b in zip(times.runtime, split, strict=True) if b == side)
                 for side in (0, 1)
             )
             for split in itertools.product((0, 1), repeat=g.n_ops)
             if problem.pinned is None
             or all(p < 0 or p == b for p, b in zip(problem.pinned, split, strict=True))
         )
-        assert model._partition_bound() == best
+        assert times._partition_bound() == best
         loads = [
-            sum(r for r, b in zip(model.runtime, model.split, strict=True) if b == side)
+            sum(r for r, b in zip(times.runtime, times.split, strict=True) if b == side)
             for side in (0, 1)
         ]
         assert max(loads) == best
@@ -382,7 +383,7 @@ def test_pairwise_links_do_not_grow_with_the_square_of_the_ops() -> None:
     # took 10 s to build before they were capped; the search must start well within 3 s.
     problem = Problem(isolated(500), Machine(2, capacity=1024), Objective.MAKESPAN)
     start = time.perf_counter()
-    model = _Model(problem, CPSATConfig().liveness_cuts, CPSATConfig().time_links)
+    model = Model(problem, CPSATConfig().liveness_cuts, CPSATConfig().time_links)
     assert time.perf_counter() - start < 3 and not model.linked
     result = CPSATSolver().solve(problem, Budget(seconds=2.0))
     checked(problem, result)
