@@ -35,6 +35,7 @@ from graphopt.ir.arrays import GraphArrays, _u
 from graphopt.ir.graph import Graph
 from graphopt.ir.ready import initial_waiting, release_capacity, release_copy, release_op
 from graphopt.ir.solution import Solution
+from graphopt.solvers._heap import pop, push
 from graphopt.solvers.base import Problem, SolverError, Tracker, check_memory
 from graphopt.solvers.bounds import op_step_memory
 
@@ -335,48 +336,9 @@ def pack(priority: float, event: int, bits: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _push(heap: np.ndarray, size: int, entry: int) -> int:
-    """Adds `entry` to the max-heap heap[:size]; returns the new size.
-
-    Writes the -1 sentinel `_pop` needs after the new last entry, so the heap's array need not
-    be filled when it is made (most decodes push an entry or two).
-    """
-    heap[_u(size + 1)] = -1
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if heap[_u(parent)] >= entry:
-            break
-        heap[_u(i)] = heap[_u(parent)]
-        i = parent
-    heap[_u(i)] = entry
-    return size + 1
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _pop(heap: np.ndarray, size: int) -> int:
-    """Removes the root of the max-heap heap[:size]; returns the new size.
-
-    heap[size] must hold -1 (a sentinel below every entry) so that the last node's missing
-    right child never wins; the function keeps that invariant.
-    """
-    size -= 1
-    entry = heap[_u(size)]
-    heap[_u(size)] = -1
-    if size == 0:
-        return 0
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        child += heap[_u(child + 1)] > heap[_u(child)]
-        if heap[_u(child)] <= entry:
-            break
-        heap[_u(i)] = heap[_u(child)]
-        i = child
-    heap[_u(i)] = entry
-    return size
+def _larger(first: None, second: None, u: int, v: int) -> bool:
+    """The ready heap's order: packed entries order themselves, the larger first (`pack`)."""
+    return u > v
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -400,7 +362,7 @@ def _enqueue(
         buckets[_u(slot)] = entry
         leaves[_u(word)] = leaf | bit
         return summary | (np.int64(1) << word), size
-    return summary, _push(heap, size, entry)
+    return summary, push(heap, None, _larger, None, None, size, entry)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -457,8 +419,7 @@ def decode_and_score(
     buckets = np.empty(BUCKETS, dtype=np.int64)
     leaves = np.zeros(BUCKETS >> 6, dtype=np.int64)
     summary = np.int64(0)
-    heap = np.empty(n_codes + 1, dtype=np.int64)
-    heap[0] = -1  # empty: the sentinel `_pop` and the pops below read
+    heap = np.empty(n_codes, dtype=np.int64)
     size = 0
     waiting = initial_waiting(g)
     for j in range(n_ops):
@@ -480,17 +441,15 @@ def decode_and_score(
             leaf = leaves[_u(word)]
             bit = 63 - leading_zeros(leaf)
             entry = buckets[_u((word << 6) | bit)]
-            if heap[_u(0)] > entry:  # heap[0] is -1 when the heap is empty
-                entry = heap[_u(0)]
-                size = _pop(heap, size)
+            if size > 0 and heap[_u(0)] > entry:
+                entry, size = pop(heap, None, _larger, None, None, size)
             else:
                 leaf ^= np.int64(1) << bit
                 leaves[_u(word)] = leaf
                 if leaf == 0:
                     summary ^= np.int64(1) << word
         elif size > 0:
-            entry = heap[_u(0)]
-            size = _pop(heap, size)
+            entry, size = pop(heap, None, _larger, None, None, size)
         else:
             break
         event = mask - (entry & mask)

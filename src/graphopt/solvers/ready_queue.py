@@ -25,6 +25,7 @@ import numpy as np
 from graphopt.costmodels.machine import Machine, MachineArrays
 from graphopt.ir.arrays import GraphArrays, _u
 from graphopt.ir.graph import Graph
+from graphopt.solvers._heap import pop, push
 from graphopt.solvers.base import Problem, Tracker
 from graphopt.solvers.list_scheduling import bottom_levels
 
@@ -37,41 +38,6 @@ def _before(time: np.ndarray, rank: np.ndarray, a: int, b: int) -> bool:
     if rank[a] != rank[b]:
         return rank[a] > rank[b]
     return a < b
-
-
-@numba.njit(cache=True, nogil=True)
-def _push(heap: np.ndarray, size: int, op: int, time: np.ndarray, rank: np.ndarray) -> int:
-    """Adds `op` to the binary heap heap[:size]; returns the new size."""
-    i = size
-    heap[i] = op
-    while i > 0:
-        parent = (i - 1) // 2
-        if not _before(time, rank, heap[i], heap[parent]):
-            break
-        heap[i], heap[parent] = heap[parent], heap[i]
-        i = parent
-    return size + 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _pop(heap: np.ndarray, size: int, time: np.ndarray, rank: np.ndarray) -> tuple[int, int]:
-    """Removes the first op of heap[:size]; returns (op, new size)."""
-    top = heap[0]
-    size -= 1
-    heap[0] = heap[size]
-    i = 0
-    while True:
-        left = 2 * i + 1
-        if left >= size:
-            break
-        child = left
-        if left + 1 < size and _before(time, rank, heap[left + 1], heap[left]):
-            child = left + 1
-        if not _before(time, rank, heap[child], heap[i]):
-            break
-        heap[i], heap[child] = heap[child], heap[i]
-        i = child
-    return top, size
 
 
 @numba.njit(cache=True, nogil=True)
@@ -117,7 +83,9 @@ def ready_queue_kernel(
     for op in range(n_ops):
         if waiting[op] == 0:
             device = placement[op]
-            n_pending[device] = _push(pending[device], n_pending[device], op, ready_at, rank)
+            n_pending[device] = push(
+                pending[device], None, _before, ready_at, rank, n_pending[device], op
+            )
     n_events = 0
     n_left = n_ops
     while n_left > 0:
@@ -135,9 +103,13 @@ def ready_queue_kernel(
         if device < 0:
             break  # a cycle, which a Graph cannot hold
         while n_pending[device] > 0 and ready_at[pending[device, 0]] <= start:
-            code, n_pending[device] = _pop(pending[device], n_pending[device], ready_at, rank)
-            n_ready[device] = _push(ready[device], n_ready[device], code, no_time, rank)
-        code, n_ready[device] = _pop(ready[device], n_ready[device], no_time, rank)
+            code, n_pending[device] = pop(
+                pending[device], None, _before, ready_at, rank, n_pending[device]
+            )
+            n_ready[device] = push(
+                ready[device], None, _before, no_time, rank, n_ready[device], code
+            )
+        code, n_ready[device] = pop(ready[device], None, _before, no_time, rank, n_ready[device])
         order[n_events] = code
         n_events += 1
         if code >= n_ops:  # a sync copy: its readers on this device may now be released
@@ -167,8 +139,8 @@ def ready_queue_kernel(
                     if m.sync:
                         ready_at[copy] = finish
                         rank[copy] = _first_reader(g, placement, priority, t, there)
-                        n_pending[there] = _push(
-                            pending[there], n_pending[there], copy, ready_at, rank
+                        n_pending[there] = push(
+                            pending[there], None, _before, ready_at, rank, n_pending[there], copy
                         )
                     else:
                         order[n_events] = copy
@@ -205,7 +177,9 @@ def _arrive(
     ready_at[op] = max(ready_at[op], at)
     waiting[op] -= 1
     if waiting[op] == 0:
-        n_pending[device] = _push(pending[device], n_pending[device], op, ready_at, rank)
+        n_pending[device] = push(
+            pending[device], None, _before, ready_at, rank, n_pending[device], op
+        )
 
 
 @numba.njit(cache=True, parallel=True)

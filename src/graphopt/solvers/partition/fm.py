@@ -10,84 +10,32 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from graphopt.solvers._heap import push, remove, sift_down, sift_up
+
 
 # ------------------------------------------------------------------------------ gain heaps
 @numba.njit(cache=True)
 def _before(key: np.ndarray, tie: np.ndarray, u: int, v: int) -> bool:
-    """Heap order: larger gain first, then smaller random tie-break."""
+    """Gain heap order: larger gain first, then smaller random tie-break."""
     return key[u] > key[v] or (key[u] == key[v] and tie[u] < tie[v])
 
 
 @numba.njit(cache=True)
-def _sift_up(heap: np.ndarray, where: np.ndarray, key: np.ndarray, tie: np.ndarray, i: int) -> None:
-    v = heap[i]
-    while i > 0:
-        parent = (i - 1) // 2
-        u = heap[parent]
-        if not _before(key, tie, v, u):
-            break
-        heap[i] = u
-        where[u] = i
-        i = parent
-    heap[i] = v
-    where[v] = i
-
-
-@numba.njit(cache=True)
-def _sift_down(
-    heap: np.ndarray, where: np.ndarray, key: np.ndarray, tie: np.ndarray, size: int, i: int
-) -> None:
-    v = heap[i]
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _before(key, tie, heap[child + 1], heap[child]):
-            child += 1
-        u = heap[child]
-        if not _before(key, tie, u, v):
-            break
-        heap[i] = u
-        where[u] = i
-        i = child
-    heap[i] = v
-    where[v] = i
-
-
-@numba.njit(cache=True)
-def _heap_remove(
-    heap: np.ndarray, where: np.ndarray, key: np.ndarray, tie: np.ndarray, size: int, v: int
-) -> int:
-    """Removes v from the heap; returns the new size."""
-    i = where[v]
-    where[v] = -1
-    size -= 1
-    if i == size:
-        return size
-    last = heap[size]
-    heap[i] = last
-    where[last] = i
-    _sift_up(heap, where, key, tie, i)
-    _sift_down(heap, where, key, tie, size, where[last])
-    return size
-
-
-@numba.njit(cache=True)
-def _heap_change(
+def _change_gain(
     heap: np.ndarray,
     where: np.ndarray,
-    key: np.ndarray,
+    gain: np.ndarray,
     tie: np.ndarray,
     size: int,
     v: int,
     delta: int,
 ) -> None:
     """Adds delta to the gain of v, which is in the heap."""
-    key[v] += delta
+    gain[v] += delta
     if delta > 0:
-        _sift_up(heap, where, key, tie, where[v])
+        sift_up(heap, where, _before, gain, tie, where[v])
     else:
-        _sift_down(heap, where, key, tie, size, where[v])
+        sift_down(heap, where, _before, gain, tie, size, where[v])
 
 
 # ----------------------------------------------------------------------- Fiduccia-Mattheyses
@@ -174,10 +122,7 @@ def fm_refine(
                 if count[e, 1 - s] == 0:
                     g -= net_weight[e]
             gain[v] = g
-            heaps[s, sizes[s]] = v
-            where[v] = sizes[s]
-            sizes[s] += 1
-            _sift_up(heaps[s], where, gain, tie, sizes[s] - 1)
+            sizes[s] = push(heaps[s], where, _before, gain, tie, sizes[s], v)
 
         total_gain = 0
         best_gain = 0
@@ -200,13 +145,13 @@ def fm_refine(
                         if chosen < 0 or gain[v] > gain[chosen]:
                             chosen = v
                         break
-                    sizes[s] = _heap_remove(heaps[s], where, gain, tie, sizes[s], v)
+                    sizes[s] = remove(heaps[s], where, _before, gain, tie, sizes[s], v)
             if chosen < 0:
                 break
             v = chosen
             f = side[v]
             t = 1 - f
-            sizes[f] = _heap_remove(heaps[f], where, gain, tie, sizes[f], v)
+            sizes[f] = remove(heaps[f], where, _before, gain, tie, sizes[f], v)
             total_gain += gain[v]
             side[v] = t
             for i in range(vertex_ptr[v], vertex_ptr[v + 1]):
@@ -216,13 +161,13 @@ def fm_refine(
                     for k in range(net_ptr[e], net_ptr[e + 1]):
                         u = net_pin[k]
                         if where[u] >= 0:
-                            _heap_change(heaps[side[u]], where, gain, tie, sizes[side[u]], u, w)
+                            _change_gain(heaps[side[u]], where, gain, tie, sizes[side[u]], u, w)
                 elif count[e, t] == 1:
                     for k in range(net_ptr[e], net_ptr[e + 1]):
                         u = net_pin[k]
                         if u != v and active[u] and side[u] == t:
                             if where[u] >= 0:
-                                _heap_change(heaps[t], where, gain, tie, sizes[t], u, -w)
+                                _change_gain(heaps[t], where, gain, tie, sizes[t], u, -w)
                             break
                 count[e, f] -= 1
                 count[e, t] += 1
@@ -230,13 +175,13 @@ def fm_refine(
                     for k in range(net_ptr[e], net_ptr[e + 1]):
                         u = net_pin[k]
                         if where[u] >= 0:
-                            _heap_change(heaps[side[u]], where, gain, tie, sizes[side[u]], u, -w)
+                            _change_gain(heaps[side[u]], where, gain, tie, sizes[side[u]], u, -w)
                 elif count[e, f] == 1:
                     for k in range(net_ptr[e], net_ptr[e + 1]):
                         u = net_pin[k]
                         if active[u] and side[u] == f:
                             if where[u] >= 0:
-                                _heap_change(heaps[f], where, gain, tie, sizes[f], u, w)
+                                _change_gain(heaps[f], where, gain, tie, sizes[f], u, w)
                             break
             load[f] -= weight[v]
             load[t] += weight[v]
