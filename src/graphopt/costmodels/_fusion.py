@@ -29,28 +29,11 @@ import numpy as np
 
 from graphopt.costmodels import _kernels
 from graphopt.costmodels.machine import MachineArrays
+from graphopt.costmodels.validity import Violation
 from graphopt.ir.arrays import FusionArrays, GraphArrays, _u
 
 CONTRACTION = 3
 """Index of "contraction" in `FUSION_CLASSES` (0 is "none")."""
-
-# Violation codes shared with `validity.Violation`.
-PLACEMENT_OUT_OF_RANGE = 1
-UNKNOWN_EVENT = 2
-OP_REPEATED = 3
-TRANSFER_NOT_IMPLIED = 4
-TRANSFER_REPEATED = 5
-TRANSFER_BEFORE_PRODUCER = 6
-INPUT_NOT_AVAILABLE = 7
-OP_MISSING = 8
-GROUP_TOO_SMALL = 9
-GROUP_UNFUSABLE = 10
-GROUP_CONTRACTIONS = 11
-GROUP_TOO_LARGE = 12
-GROUP_DEVICES = 13
-GROUP_DISCONNECTED = 14
-GROUP_NOT_CONVEX = 15
-GROUP_NOT_CONTIGUOUS = 16
 
 
 @numba.njit(cache=True, nogil=True)
@@ -176,23 +159,23 @@ def check_groups(
         if size[gid] == 0:
             continue
         if size[gid] < 2:
-            return GROUP_TOO_SMALL, gid, first[gid]
+            return Violation.GROUP_TOO_SMALL.value, gid, first[gid]
         if unfusable[gid] >= 0:
-            return GROUP_UNFUSABLE, gid, unfusable[gid]
+            return Violation.GROUP_UNFUSABLE.value, gid, unfusable[gid]
         if second_contraction[gid] >= 0:
-            return GROUP_CONTRACTIONS, gid, second_contraction[gid]
+            return Violation.GROUP_CONTRACTIONS.value, gid, second_contraction[gid]
         if size[gid] > max_ops:
-            return GROUP_TOO_LARGE, gid, -1
+            return Violation.GROUP_TOO_LARGE.value, gid, -1
         if elsewhere[gid] >= 0:
-            return GROUP_DEVICES, gid, elsewhere[gid]
+            return Violation.GROUP_DEVICES.value, gid, elsewhere[gid]
         if apart[gid] >= 0:
-            return GROUP_DISCONNECTED, gid, apart[gid]
+            return Violation.GROUP_DISCONNECTED.value, gid, apart[gid]
         if convexity:
             members = np.flatnonzero(group == gid)
             outside = _outside_on_cycle(f, group, gid, members, mark)
             if outside >= 0:
-                return GROUP_NOT_CONVEX, gid, outside
-    return 0, -1, -1
+                return Violation.GROUP_NOT_CONVEX.value, gid, outside
+    return Violation.NONE.value, -1, -1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -212,7 +195,7 @@ def _first_violation(
     which a non-convex group (never looked for there) may cause; group rules come first.
     """
     first = check_groups(g, f, placement, group, max_ops, True)
-    if first[0] != 0:
+    if first[0] != Violation.NONE.value:
         return first[0], first[1], first[2], 0.0
     return violation, where, detail, 0.0
 
@@ -403,15 +386,15 @@ def _walk(
     for position in range(order.shape[0]):
         code = order[_u(position)]
         if code < 0 or code >= n_codes:
-            return UNKNOWN_EVENT, position, -1, 0.0
+            return Violation.UNKNOWN_EVENT.value, position, -1, 0.0
         if code < n_ops:
             if op_done[_u(code)]:
-                return OP_REPEATED, position, -1, 0.0
+                return Violation.OP_REPEATED.value, position, -1, 0.0
             op_done[_u(code)] = 1
             gid = group[_u(code)]
             if left > 0:
                 if gid != open_group:
-                    return GROUP_NOT_CONTIGUOUS, position, open_group, 0.0
+                    return Violation.GROUP_NOT_CONTIGUOUS.value, position, open_group, 0.0
                 left -= 1
                 continue
             device = placement[_u(code)]
@@ -420,14 +403,19 @@ def _walk(
                     g, m, code, device, ready, readers_left, device_free, memory
                 )
                 if earliest < 0.0:
-                    return INPUT_NOT_AVAILABLE, position, _missing(g, code, ready, d, device), 0.0
+                    return (
+                        Violation.INPUT_NOT_AVAILABLE.value,
+                        position,
+                        _missing(g, code, ready, d, device),
+                        0.0,
+                    )
             else:
                 finish, current, earliest = _kernels.op_step(
                     groups, m, gid, device, ready, readers_left, device_free, memory
                 )
                 if earliest < 0.0:
                     return (
-                        INPUT_NOT_AVAILABLE,
+                        Violation.INPUT_NOT_AVAILABLE.value,
                         position,
                         _missing(groups, gid, ready, d, device),
                         0.0,
@@ -438,17 +426,17 @@ def _walk(
                 peak[_u(device)] = current
         else:
             if left > 0:
-                return GROUP_NOT_CONTIGUOUS, position, open_group, 0.0
+                return Violation.GROUP_NOT_CONTIGUOUS.value, position, open_group, 0.0
             t = (code - n_ops) // d
             device = code - n_ops - t * d
             home = placement[_u(g.tensor_producer[_u(t)])]
             copy = t * d + device
             if device == home or n_consumers[_u(copy)] == 0:
-                return TRANSFER_NOT_IMPLIED, position, -1, 0.0
+                return Violation.TRANSFER_NOT_IMPLIED.value, position, -1, 0.0
             if ready[_u(copy)] >= 0.0:
-                return TRANSFER_REPEATED, position, -1, 0.0
+                return Violation.TRANSFER_REPEATED.value, position, -1, 0.0
             if ready[_u(t * d + home)] < 0.0:
-                return TRANSFER_BEFORE_PRODUCER, position, -1, 0.0
+                return Violation.TRANSFER_BEFORE_PRODUCER.value, position, -1, 0.0
             finish, arrived, held = _kernels.transfer_step(
                 m, g.tensor_size[_u(t)], t, device, home, n_consumers[_u(copy)],
                 ready, readers_left, device_free, memory,
@@ -461,8 +449,8 @@ def _walk(
             makespan = finish
     for op in range(n_ops):
         if op_done[_u(op)] == 0:
-            return OP_MISSING, op, -1, 0.0
-    return 0, -1, -1, makespan
+            return Violation.OP_MISSING.value, op, -1, 0.0
+    return Violation.NONE.value, -1, -1, makespan
 
 
 @numba.njit(cache=True, nogil=True)
@@ -492,18 +480,18 @@ def score_fused(
     peak[:] = 0
     for op in range(n_ops):
         if placement[_u(op)] < 0 or placement[_u(op)] >= d:
-            return PLACEMENT_OUT_OF_RANGE, op, -1, 0.0
+            return Violation.PLACEMENT_OUT_OF_RANGE.value, op, -1, 0.0
     broken, groups, group_size, n_consumers, readers_left, memory = group_ops(
         g, f, placement, group, d, max_ops
     )
     if broken:
-        return _first_violation(g, f, placement, group, max_ops, 0, -1, -1)
+        return _first_violation(g, f, placement, group, max_ops, Violation.NONE.value, -1, -1)
     violation, where, detail, makespan = _walk(
         g, m, placement, order, group, groups, group_size, n_consumers, readers_left, memory, peak
     )
-    if violation != 0:
+    if violation != Violation.NONE.value:
         return _first_violation(g, f, placement, group, max_ops, violation, where, detail)
-    return 0, -1, -1, makespan
+    return Violation.NONE.value, -1, -1, makespan
 
 
 @numba.njit(cache=True, parallel=True)

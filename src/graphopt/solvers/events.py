@@ -15,6 +15,7 @@ from typing import Literal, get_args
 import numba
 import numpy as np
 
+from graphopt.costmodels.validity import Violation
 from graphopt.errors import SolutionError
 from graphopt.ir.arrays import GraphArrays, _u
 from graphopt.ir.graph import Graph
@@ -177,5 +178,5 @@ def offer_op_orders(
                 continue
             seen.add(events.tobytes())
             peaks, makespan, (violation, _, _) = problem.scorer.evaluate(placement, events)
-            if violation == 0:
+            if violation == Violation.NONE:
                 tracker.offer(placement, events, peaks, makespan)

@@ -29,6 +29,7 @@ import numpy as np
 from graphopt.costmodels._fusion import score_fused
 from graphopt.costmodels.machine import Machine, MachineArrays
 from graphopt.costmodels.score import Scorer, check_kernel
+from graphopt.costmodels.validity import Violation
 from graphopt.errors import SolutionError
 from graphopt.ir.arrays import FusionArrays, GraphArrays
 from graphopt.ir.graph import FUSION_CLASSES, Graph
@@ -602,7 +603,7 @@ def fuse_population(
         violation, _, _, makespan = score_fused(
             g, f, m, placements[b], fused, group, MAX_GROUP_OPS, peaks[b]
         )
-        if violation != 0:
+        if violation != Violation.NONE.value:
             return b
         makespans[b] = makespan
     return -1

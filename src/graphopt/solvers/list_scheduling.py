@@ -42,6 +42,7 @@ import numba
 import numpy as np
 
 from graphopt.costmodels.machine import Machine, MachineArrays
+from graphopt.costmodels.validity import Violation
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
@@ -738,6 +739,6 @@ class HeftScheduler(Solver):
 def _offer_timed(problem: Problem, tracker: Tracker, timed: TimedSchedule) -> None:
     """Scores a timed schedule exactly and offers it to the tracker."""
     peaks, makespan, (violation, _, _) = problem.scorer.evaluate(timed.placement, timed.events)
-    if violation != 0:  # a broken timeline invariant, never a property of the input
+    if violation != Violation.NONE:  # a broken timeline invariant, never a property of the input
         raise AssertionError(f"timeline schedule is invalid (violation {violation})")
     tracker.offer(timed.placement, timed.events, peaks, makespan)

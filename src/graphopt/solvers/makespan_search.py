@@ -40,6 +40,7 @@ import numba
 import numpy as np
 
 from graphopt.costmodels.machine import MachineArrays
+from graphopt.costmodels.validity import Violation
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Objective, Problem, Solver, Tracker
@@ -162,7 +163,7 @@ class _Climb:
         """Scores a valid solution exactly, offers it to the tracker and returns its state."""
         problem, graph = self.problem, self.problem.graph
         peaks, makespan, (violation, _, _) = problem.scorer.evaluate(placement, events)
-        if violation != 0:  # decoded schedules are valid by construction
+        if violation != Violation.NONE:  # decoded schedules are valid by construction
             raise AssertionError(f"makespan search built an invalid schedule ({violation})")
         excess, _ = problem.fitness(peaks[None], np.array([makespan]))
         chain = _critical_chain(
@@ -378,7 +379,7 @@ def _starts(
             continue
         if pinned is not None and np.any(placement[pinned >= 0] != pinned[pinned >= 0]):
             continue
-        if problem.scorer.evaluate(placement, events)[2][0] != 0:
+        if problem.scorer.evaluate(placement, events)[2][0] != Violation.NONE:
             continue
         key = placement.tobytes() + events.tobytes()
         if key not in seen:
