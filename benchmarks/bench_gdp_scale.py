@@ -24,12 +24,13 @@ import torch  # noqa: E402
 from graphopt.costmodels.machine import Machine  # noqa: E402
 from graphopt.ir.io import read_graph  # noqa: E402
 from graphopt.learning.batching import make_batch  # noqa: E402
+from graphopt.learning.formats import shipped_policy_path  # noqa: E402
 from graphopt.learning.placement.env import PlacementEnv  # noqa: E402
 from graphopt.learning.placement.features import placement_features  # noqa: E402
 from graphopt.learning.placement.hint import partition_hint  # noqa: E402
 from graphopt.learning.systems.gdp.env import PlacementTask, most_likely, sample  # noqa: E402
 from graphopt.learning.systems.gdp.network import GDPPolicy  # noqa: E402
-from graphopt.learning.systems.gdp.solver import load_gdp_checkpoint, shipped_gdp_policy  # noqa: E402
+from graphopt.learning.systems.gdp.solver import load_gdp_checkpoint  # noqa: E402
 
 IMPORTS = time.perf_counter() - start
 
@@ -48,7 +49,9 @@ def main() -> None:
         from graphopt.evaluation.fusion_bench import zoo_training_graphs
 
         graph = zoo_training_graphs([args.model])[0]
-    config, state, trained = load_gdp_checkpoint(args.policy or shipped_gdp_policy())
+    config, state, trained = load_gdp_checkpoint(
+        args.policy or shipped_policy_path("gdp", "makespan")
+    )
     policy = GDPPolicy(config)
     policy.load_state_dict(state)
     machine = Machine(n_devices=args.devices, latency=1e-5, bandwidth=1e10)

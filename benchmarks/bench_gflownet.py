@@ -32,7 +32,7 @@ from graphopt.learning.runs import RunState
 from graphopt.learning.systems.gflownet.config import TrainConfig
 from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
 from graphopt.learning.systems.gflownet.solver import GFlowNet, GFlowNetSamplerConfig, chunk_size
-from graphopt.learning.systems.gflownet.train import save_run
+from graphopt.learning.systems.gflownet.train import SYSTEM
 from graphopt.solvers.base import Objective, Problem
 
 
@@ -41,7 +41,7 @@ def untrained_policy(folder: Path) -> str:
     config = TrainConfig.load("gflownet")
     torch.manual_seed(0)
     path = folder / "untrained.pt"
-    save_run(path, GFlowNetPolicy(config.policy), None, config, RunState())
+    SYSTEM.save(path, GFlowNetPolicy(config.policy), None, config, RunState())
     return str(path)
 
 

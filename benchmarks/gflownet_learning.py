@@ -29,7 +29,8 @@ from graphopt.evaluation.gflownet_bench import list_scheduling_schedules
 from graphopt.evaluation.metrics import mean_with_ci
 from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.systems.gflownet.config import TrainConfig
-from graphopt.learning.systems.gflownet.network import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.systems.gflownet.solver import load_gflownet_policy
 from graphopt.solvers.base import Objective, Problem
 

@@ -27,7 +27,8 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
 from graphopt.learning.systems.gflownet.config import GFlowNetConfig
-from graphopt.learning.systems.gflownet.network import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.systems.gflownet.solver import load_gflownet_policy
 
 SIGMAS = (1.0, 0.1, 0.03, 0.01, 0.005, 0.002)

@@ -30,10 +30,9 @@ from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.go_bench import SAMPLES, go_solver, solve, template
 from graphopt.evaluation.metrics import gain_line
 from graphopt.learning.runs import RunState
-from graphopt.learning.systems.gdp.train import save_policy
 from graphopt.learning.systems.go.config import GOTrainConfig
 from graphopt.learning.systems.go.network import GOPolicy
-from graphopt.learning.systems.go.train import GO_SYSTEM
+from graphopt.learning.systems.go.train import SYSTEM
 
 
 def untrained_start(folder: Path, prior: float) -> str:
@@ -45,7 +44,7 @@ def untrained_start(folder: Path, prior: float) -> str:
     )
     config = dataclasses.replace(shipped, policy=policy, graphs_per_step=1)
     path = folder / "untrained.pt"
-    save_policy(path, GO_SYSTEM, GOPolicy(config.policy), None, config, RunState())
+    SYSTEM.save(path, GOPolicy(config.policy), None, config, RunState())
     return str(path)
 
 

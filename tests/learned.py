@@ -9,7 +9,7 @@ import torch
 from graphopt.learning.runs import RunState
 from graphopt.learning.systems.gflownet.config import GFlowNetConfig, TrainConfig
 from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
-from graphopt.learning.systems.gflownet.train import save_run
+from graphopt.learning.systems.gflownet.train import SYSTEM
 
 
 def save_untrained_gflownet(path: Path, n_devices: int) -> None:
@@ -18,4 +18,4 @@ def save_untrained_gflownet(path: Path, n_devices: int) -> None:
         policy=GFlowNetConfig(n_devices=n_devices, hidden=16, layers=1, heads=4, condition=8)
     )
     torch.manual_seed(0)
-    save_run(path, GFlowNetPolicy(config.policy), None, config, RunState())
+    SYSTEM.save(path, GFlowNetPolicy(config.policy), None, config, RunState())

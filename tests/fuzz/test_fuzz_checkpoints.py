@@ -57,7 +57,8 @@ from graphopt.learning.systems.regal.env import compute_features
 from graphopt.learning.systems.regal.inference import predict_genes
 from graphopt.learning.systems.regal.network import RegalPolicy
 from graphopt.learning.systems.regal.records import REGAL_FORMAT
-from graphopt.learning.systems.regal.train import TrainConfig, _restore, train
+from graphopt.learning.systems.regal.train import TrainConfig, _restore
+from graphopt.learning.training import train
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
@@ -161,7 +162,11 @@ class Seeds:
 def seeds(tmp_path_factory) -> Seeds:
     directory = tmp_path_factory.mktemp("fuzz-checkpoints")
     build_dataset(DatasetConfig.from_dict(TINY), directory / "dataset", progress=False)
-    train(TrainConfig.from_dict({"dataset": str(directory / "dataset"), **RUN}), directory / "run")
+    train(
+        "regal",
+        TrainConfig.from_dict({"dataset": str(directory / "dataset"), **RUN}),
+        directory / "run",
+    )
     return Seeds(directory / "run", directory / "dataset")
 
 

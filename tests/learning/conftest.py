@@ -8,7 +8,7 @@ from graphopt.ir.io import write_graph
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.runs import RunConfig
 from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig, TrainConfig
-from graphopt.learning.systems.gdp.train import train
+from graphopt.learning.training import train
 
 TOY = {
     "name": "toy",
@@ -42,7 +42,7 @@ def train_toy_gdp(folder: Path, **shape: float | None) -> str:
         optimizer=AdamConfig(learning_rate=1e-2),
         run=RunConfig(steps=4, validate_every=2, checkpoint_every=2),
     )
-    train(config, folder / "run")
+    train("gdp", config, folder / "run")
     return str(folder / "run" / "best.pt")
 
 

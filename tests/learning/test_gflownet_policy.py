@@ -15,11 +15,8 @@ from graphopt.learning.objectives.log_partition_variance import log_partition_va
 from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
 from graphopt.learning.systems.gflownet.config import GFlowNetConfig
 from graphopt.learning.systems.gflownet.env import PartialSchedules, feature_names, log_reward
-from graphopt.learning.systems.gflownet.network import (
-    GFlowNetPolicy,
-    replay_trajectories,
-    sample_trajectories,
-)
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.sampling import replay_trajectories, sample_trajectories
 from graphopt.solvers.base import Budget, Objective, Problem
 from graphopt.solvers.registry import make_solver
 

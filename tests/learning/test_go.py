@@ -33,7 +33,8 @@ from graphopt.learning.systems.go.env import (
 )
 from graphopt.learning.systems.go.network import GOPolicy
 from graphopt.learning.systems.go.solver import GO, GOSolverConfig
-from graphopt.learning.systems.go.train import CentredGOTrainer, GOTrainer, train
+from graphopt.learning.systems.go.train import CentredGOTrainer, GOTrainer
+from graphopt.learning.training import train
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
 
@@ -241,7 +242,7 @@ def test_a_run_resumes_exactly_and_refuses_another_mode(tmp_path) -> None:
     path = tmp_path / "toy.json"
     write_graph(toy_graph(), path)
     config = replace(toy_config(steps=4), dataset=f"graph:{path}")
-    whole = train(config, tmp_path / "whole")
+    whole = train("go", config, tmp_path / "whole")
 
     class Killed(Exception):
         pass
@@ -251,15 +252,15 @@ def test_a_run_resumes_exactly_and_refuses_another_mode(tmp_path) -> None:
             raise Killed
 
     with pytest.raises(Killed):
-        train(config, tmp_path / "split", progress=kill_at_step_2)
-    resumed = train(config, tmp_path / "split", resume=True)
+        train("go", config, tmp_path / "split", progress=kill_at_step_2)
+    resumed = train("go", config, tmp_path / "split", resume=True)
     drop = ("seconds",)
     assert [{k: v for k, v in r.items() if k not in drop} for r in resumed.history] == [
         {k: v for k, v in r.items() if k not in drop} for r in whole.history
     ]
     other = replace(config, policy=replace(config.policy, mode="pl|sch|fu"))
     with pytest.raises(TrainingError, match="mode"):
-        train(other, tmp_path / "whole", resume=True)
+        train("go", other, tmp_path / "whole", resume=True)
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +272,7 @@ def go_policy(tmp_path_factory) -> str:
         dataset=f"graph:{folder / 'toy.json'}",
         policy=GOConfig(placer=replace(PLACER, pipeline_prior=None, partition_prior=4.0)),
     )
-    train(config, folder / "run")
+    train("go", config, folder / "run")
     return str(folder / "run" / "best.pt")
 
 
@@ -327,7 +328,9 @@ def test_a_separate_mode_solves_each_task_knowing_only_the_decisions_before_it(
     """pl|sch|fu's search places with the compiler's order and fusion, then orders, then fuses."""
     path = tmp_path / "toy.json"
     write_graph(toy_graph(), path)
-    train(replace(toy_config("pl|sch|fu", steps=1), dataset=f"graph:{path}"), tmp_path / "run")
+    train(
+        "go", replace(toy_config("pl|sch|fu", steps=1), dataset=f"graph:{path}"), tmp_path / "run"
+    )
     decided: list[tuple[bool, bool]] = []
     decode = envs_go.decode
 
@@ -354,7 +357,7 @@ def test_mismatched_requests_are_refused_naming_both(go_policy, tmp_path) -> Non
     path = tmp_path / "toy.json"
     write_graph(graph, path)
     config = replace(toy_config("pl+sch", steps=1), dataset=f"graph:{path}")
-    train(config, tmp_path / "plsch")
+    train("go", config, tmp_path / "plsch")
     with pytest.raises(SolverError, match="'pl\\+sch' policy without a fusion head"):
         GO(GOSolverConfig(policy=str(tmp_path / "plsch" / "best.pt"))).solve(
             problem, Budget(evaluations=10)

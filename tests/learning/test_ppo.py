@@ -21,13 +21,11 @@ from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import RunState
 from graphopt.learning.systems.gflownet.config import GFlowNetConfig, TrainConfig
 from graphopt.learning.systems.gflownet.env import PartialSchedules
-from graphopt.learning.systems.gflownet.network import (
-    GFlowNetPolicy,
-    replay_trajectories,
-    sample_trajectories,
-)
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.sampling import replay_trajectories, sample_trajectories
 from graphopt.learning.systems.gflownet.solver import GFlowNet, GFlowNetSamplerConfig
-from graphopt.learning.systems.gflownet.train import _ppo_step, save_run, train
+from graphopt.learning.systems.gflownet.train import SYSTEM, _ppo_step
+from graphopt.learning.training import train
 from graphopt.solvers.base import Objective, Problem
 
 SMALL = GFlowNetConfig(n_devices=2, hidden=16, layers=2, heads=4, condition=8)
@@ -157,7 +155,7 @@ def test_a_ppo_run_resumed_after_a_kill_continues_exactly(toy_dataset, tmp_path)
     ppo = {"epochs": 2, "minibatches": 2, "entropy_weight_end": 0.001, "learning_rate_end": 0.3}
     config = dataclasses.replace(tiny(toy_dataset, 6, ppo=ppo), loss="ppo")
     straight, split = tmp_path / "straight", tmp_path / "split"
-    train(config, straight)
+    train("gflownet", config, straight)
     log = rows(straight)
     assert [int(r["step"]) for r in log] == list(range(7))
     assert all(float(r["sigma"]) == 0.25 and r["clip_fraction"] for r in log[1:])
@@ -170,8 +168,8 @@ def test_a_ppo_run_resumed_after_a_kill_continues_exactly(toy_dataset, tmp_path)
             raise Killed
 
     with pytest.raises(Killed):
-        train(config, split, progress=kill_at_4)
-    train(config, split, resume=True)
+        train("gflownet", config, split, progress=kill_at_4)
+    train("gflownet", config, split, resume=True)
     assert rows(split) == log
     for key, value in weights(straight / "last.pt").items():
         assert torch.equal(value, weights(split / "last.pt")[key]), key
@@ -205,7 +203,7 @@ def test_the_solver_samples_a_ppo_policy_at_its_training_temperature(tmp_path) -
     for loss, expected in (("ppo", 0.3), ("variance", 0.005)):
         config = TrainConfig(loss=loss, policy=SMALL, ppo=PPOConfig(sigma=0.3))
         path = tmp_path / f"{loss}.pt"
-        save_run(path, GFlowNetPolicy(SMALL), None, config, RunState())
+        SYSTEM.save(path, GFlowNetPolicy(SMALL), None, config, RunState())
         assert GFlowNet(GFlowNetSamplerConfig(str(path))).policy(problem)[1] == expected
         chosen = GFlowNet(GFlowNetSamplerConfig(str(path), sigma=0.7)).policy(problem)[1]
         assert chosen == 0.7

@@ -22,7 +22,8 @@ from graphopt.learning.runs import RunConfig
 from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig, TrainConfig
 from graphopt.learning.systems.gdp.env import Graphs, most_likely
 from graphopt.learning.systems.gdp.network import GDPPolicy
-from graphopt.learning.systems.gdp.train import GDPTrainer, train
+from graphopt.learning.systems.gdp.train import GDPTrainer
+from graphopt.learning.training import train
 
 SMALL = GDPConfig(hidden=32, sage_layers=2, placer_layers=1, segment=32)
 
@@ -89,7 +90,7 @@ def test_a_run_resumed_from_last_pt_matches_the_uninterrupted_run(tmp_path) -> N
     config = replace(
         toy_config(30, validate_every=10, checkpoint_every=10), dataset=f"graph:{graph}"
     )
-    whole = train(config, tmp_path / "whole")
+    whole = train("gdp", config, tmp_path / "whole")
 
     class Killed(Exception):
         pass
@@ -99,8 +100,8 @@ def test_a_run_resumed_from_last_pt_matches_the_uninterrupted_run(tmp_path) -> N
             raise Killed
 
     with pytest.raises(Killed):
-        train(config, tmp_path / "split", progress=kill_at_step_20)
-    resumed = train(config, tmp_path / "split", resume=True)
+        train("gdp", config, tmp_path / "split", progress=kill_at_step_20)
+    resumed = train("gdp", config, tmp_path / "split", resume=True)
     drop = ("seconds",)
     assert [{k: v for k, v in row.items() if k not in drop} for row in resumed.history] == [
         {k: v for k, v in row.items() if k not in drop} for row in whole.history
@@ -109,10 +110,10 @@ def test_a_run_resumed_from_last_pt_matches_the_uninterrupted_run(tmp_path) -> N
     assert rewards[-1] > rewards[0]  # the validated policy beats its untrained start
     assert (tmp_path / "whole" / "best.pt").is_file()
     with pytest.raises(TrainingError, match="already holds a run"):
-        train(config, tmp_path / "whole")
+        train("gdp", config, tmp_path / "whole")
     other = replace(config, samples=16)
     with pytest.raises(TrainingError, match="samples differ"):
-        train(other, tmp_path / "whole", resume=True)
+        train("gdp", other, tmp_path / "whole", resume=True)
 
 
 def test_the_pipeline_prior_starts_from_a_split_along_the_topological_order() -> None:
@@ -153,8 +154,8 @@ def test_worker_processes_and_ray_score_as_this_process_does(tmp_path) -> None:
         dataset="graph:" + ",".join(map(str, graphs)),
         policy=replace(SMALL, pipeline_prior=None, partition_prior=2.0),
     )
-    here = train(config, tmp_path / "here")
-    pooled = train(replace(config, run=replace(config.run, workers=2)), tmp_path / "pool")
+    here = train("gdp", config, tmp_path / "here")
+    pooled = train("gdp", replace(config, run=replace(config.run, workers=2)), tmp_path / "pool")
     drop = ("seconds",)
     assert [{k: v for k, v in r.items() if k not in drop} for r in pooled.history] == [
         {k: v for k, v in r.items() if k not in drop} for r in here.history
@@ -185,16 +186,16 @@ def test_ray_local_mode_scores_placements_as_this_process_does(tmp_path) -> None
 
 
 def test_validation_with_samples_scores_the_best_of_what_the_solver_offers() -> None:
-    from graphopt.learning.systems.gdp.train import _validate
+    from graphopt.learning.systems.gdp.train import SYSTEM
 
     config = toy_config(1)
     trainer, graphs = toy_trainer(config)
     graphs.splits["valid"] = graphs.splits["train"]
     ids = np.arange(1)
-    alone = _validate(trainer.policy, graphs, ids, 0, config)["validation_reward"]
+    alone = SYSTEM.validate(trainer.policy, graphs, ids, 0, config)["validation_reward"]
     sampled = replace(config, validation_samples=16)
-    best = _validate(trainer.policy, graphs, ids, 0, sampled)["validation_reward"]
+    best = SYSTEM.validate(trainer.policy, graphs, ids, 0, sampled)["validation_reward"]
     assert best >= alone
-    assert best == _validate(trainer.policy, graphs, ids, 5, sampled)["validation_reward"]
+    assert best == SYSTEM.validate(trainer.policy, graphs, ids, 5, sampled)["validation_reward"]
     with pytest.raises(TrainingError, match="validation_samples"):
         TrainConfig.from_dict({"validation_samples": -1})

@@ -21,7 +21,8 @@ from graphopt.learning.formats import CheckpointError
 from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.systems.gflownet.config import TrainConfig
 from graphopt.learning.systems.gflownet.env import connected_subgraph
-from graphopt.learning.systems.gflownet.train import _graph_files, train
+from graphopt.learning.systems.gflownet.train import _graph_files
+from graphopt.learning.training import train
 
 SHIPPED = Path(__file__).parents[2] / "src" / "graphopt" / "policies"
 
@@ -50,7 +51,7 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
 
 def test_a_run_logs_every_step_and_resumes_exactly(toy_dataset, tmp_path) -> None:
     straight, split = tmp_path / "straight", tmp_path / "split"
-    state = train(tiny(toy_dataset, 6), straight)
+    state = train("gflownet", tiny(toy_dataset, 6), straight)
     assert state.step == 6 and 0 <= state.best_step <= 6
     for name in ("config.json", "log.csv", "last.pt", "best.pt"):
         assert (straight / name).is_file()
@@ -58,8 +59,8 @@ def test_a_run_logs_every_step_and_resumes_exactly(toy_dataset, tmp_path) -> Non
     assert [int(r["step"]) for r in log] == list(range(7))
     assert all(float(r["speedup"]) >= 1.0 for r in log[1:])
     assert all(r["validation_speedup"] for r in log if int(r["step"]) % 2 == 0)
-    train(tiny(toy_dataset, 4), split)
-    train(tiny(toy_dataset, 6), split, resume=True)
+    train("gflownet", tiny(toy_dataset, 4), split)
+    train("gflownet", tiny(toy_dataset, 6), split, resume=True)
     assert rows(split) == log
     for key, value in weights(straight / "last.pt").items():
         assert torch.equal(value, weights(split / "last.pt")[key]), key
@@ -67,15 +68,15 @@ def test_a_run_logs_every_step_and_resumes_exactly(toy_dataset, tmp_path) -> Non
 
 def test_a_resumed_run_must_keep_its_config(toy_dataset, tmp_path) -> None:
     run = tmp_path / "run"
-    train(tiny(toy_dataset, 2), run)
+    train("gflownet", tiny(toy_dataset, 2), run)
     with pytest.raises(TrainingError, match="already holds a run"):
-        train(tiny(toy_dataset, 2), run)
+        train("gflownet", tiny(toy_dataset, 2), run)
     changed = tiny(toy_dataset, 4, optimizer={"learning_rate": 0.01})
     with pytest.raises(TrainingError, match=r"optimizer\.learning_rate differ"):
-        train(changed, run, resume=True)
+        train("gflownet", changed, run, resume=True)
     shutil.copy(SHIPPED / "regal-makespan-d2.pt", run / "last.pt")
     with pytest.raises(CheckpointError, match="graphopt.gflownet-policy/1"):
-        train(tiny(toy_dataset, 4), run, resume=True)
+        train("gflownet", tiny(toy_dataset, 4), run, resume=True)
 
 
 @pytest.mark.parametrize(
@@ -127,12 +128,16 @@ def test_the_train_command(toy_dataset, tmp_path) -> None:
 
 def test_a_run_can_train_and_validate_on_one_graph_file(tmp_path) -> None:
     write_graph(generate("layered", 14, seed=3), tmp_path / "one.json")
-    state = train(tiny(f"graph:{tmp_path / 'one.json'}", 3), tmp_path / "run")
+    state = train("gflownet", tiny(f"graph:{tmp_path / 'one.json'}", 3), tmp_path / "run")
     logged = rows(tmp_path / "run")
     assert state.step == 3 and {r["ops"] for r in logged if r["ops"]} == {"14.0"}
     assert logged[-1]["validation_speedup"]
     with pytest.raises(GraphoptError, match="missing.json"):
-        train(tiny(f"graph:{tmp_path / 'one.json'},{tmp_path / 'missing.json'}", 3), tmp_path / "o")
+        train(
+            "gflownet",
+            tiny(f"graph:{tmp_path / 'one.json'},{tmp_path / 'missing.json'}", 3),
+            tmp_path / "o",
+        )
 
 
 def test_a_run_trains_on_several_graph_files_and_validates_on_the_smallest(tmp_path) -> None:
@@ -144,10 +149,10 @@ def test_a_run_trains_on_several_graph_files_and_validates_on_the_smallest(tmp_p
     graphs, train_ids, valid_ids = _graph_files(config, config.proxy.machine(2))
     assert train_ids.tolist() == [0, 1, 2] and valid_ids.tolist() == [1, 2]
     assert [graphs.get("valid", i)[0].n_ops for i in valid_ids] == [10, 14]
-    train(config, tmp_path / "run")
+    train("gflownet", config, tmp_path / "run")
     assert {r["ops"] for r in rows(tmp_path / "run") if r["ops"]} == {"20.0", "10.0", "14.0"}
     with pytest.raises(TrainingError, match="an empty graph path"):
-        train(tiny(f"graph:{paths[0]},", 1), tmp_path / "stray")
+        train("gflownet", tiny(f"graph:{paths[0]},", 1), tmp_path / "stray")
 
 
 def test_replayed_updates_need_a_fixed_backward_policy_and_resume_exactly(
@@ -165,11 +170,13 @@ def test_replayed_updates_need_a_fixed_backward_policy_and_resume_exactly(
     config = dataclasses.replace(
         config, replay=dataclasses.replace(config.replay, epochs=2, minibatches=2)
     )
-    train(config, tmp_path / "whole")
+    train("gflownet", config, tmp_path / "whole")
     train(
-        dataclasses.replace(config, run=dataclasses.replace(config.run, steps=2)), tmp_path / "cut"
+        "gflownet",
+        dataclasses.replace(config, run=dataclasses.replace(config.run, steps=2)),
+        tmp_path / "cut",
     )
-    train(config, tmp_path / "cut", resume=True)
+    train("gflownet", config, tmp_path / "cut", resume=True)
     assert rows(tmp_path / "cut") == rows(tmp_path / "whole")
     for name in ("last.pt", "best.pt"):
         before, after = weights(tmp_path / "whole" / name), weights(tmp_path / "cut" / name)

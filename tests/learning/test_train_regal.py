@@ -19,7 +19,8 @@ from graphopt.learning.saving import read_checkpoint, save_checkpoint
 from graphopt.learning.systems.regal.checkpoints import load_policy
 from graphopt.learning.systems.regal.env import RolloutEnv
 from graphopt.learning.systems.regal.records import REGAL_FORMAT
-from graphopt.learning.systems.regal.train import FLAT_FIELDS, TrainConfig, train
+from graphopt.learning.systems.regal.train import FLAT_FIELDS, TrainConfig
+from graphopt.learning.training import train
 
 SHIPPED_POLICIES = resources.files("graphopt.policies")
 
@@ -51,7 +52,7 @@ def _rows(path):
 
 
 def test_training_writes_checkpoints_and_logs(toy_dataset, tmp_path) -> None:
-    state = train(_config(toy_dataset), tmp_path / "run")
+    state = train("regal", _config(toy_dataset), tmp_path / "run")
     run = tmp_path / "run"
     assert state.step == 4 and state.best_step in (0, 2, 4)
     rows = _rows(run / "log.csv")
@@ -71,7 +72,7 @@ def test_variance_switches_train_and_each_validation_keeps_its_graphs(toy_datase
         rollouts=replace(config.rollouts, antithetic=True),
         reinforce=replace(config.reinforce, normalize=True),
     )
-    train(config, tmp_path / "run")
+    train("regal", config, tmp_path / "run")
     run = tmp_path / "run"
     logged = {int(r["step"]): float(r["validation_reward"]) for r in _rows(run / "log.csv")
               if r["validation_reward"]}  # fmt: skip
@@ -91,9 +92,10 @@ def test_variance_switches_train_and_each_validation_keeps_its_graphs(toy_datase
     "inner", [{}, {"brkga_preset": "tuned", "kept_from_feature_run": 10, "anchor": 4.0}]
 )
 def test_resuming_reproduces_the_uninterrupted_run(toy_dataset, tmp_path, inner) -> None:
-    train(_config(toy_dataset, steps=6, **inner), tmp_path / "straight")
-    train(_config(toy_dataset, steps=4, **inner), tmp_path / "killed")  # killed after step 4
-    train(_config(toy_dataset, steps=6, **inner), tmp_path / "killed", resume=True)
+    train("regal", _config(toy_dataset, steps=6, **inner), tmp_path / "straight")
+    killed = _config(toy_dataset, steps=4, **inner)  # killed after step 4
+    train("regal", killed, tmp_path / "killed")
+    train("regal", _config(toy_dataset, steps=6, **inner), tmp_path / "killed", resume=True)
     straight = read_checkpoint(tmp_path / "straight" / "last.pt", REGAL_FORMAT)
     resumed = read_checkpoint(tmp_path / "killed" / "last.pt", REGAL_FORMAT)
     assert straight["step"] == resumed["step"] == 6
@@ -119,17 +121,18 @@ def _scalars(run) -> dict[str, list[tuple[int, float]]]:
 def test_tensorboard_hides_what_a_killed_run_logged_after_its_checkpoint(
     toy_dataset, tmp_path
 ) -> None:
-    train(_config(toy_dataset), tmp_path / "straight")
+    train("regal", _config(toy_dataset), tmp_path / "straight")
     run = tmp_path / "killed"
-    train(_config(toy_dataset, steps=2), run)
+    train("regal", _config(toy_dataset, steps=2), run)
     checkpoint = (run / "last.pt").read_bytes()
     # TensorBoard orders a run's event files by name, whose time part has 1 s resolution; a
     # real resume starts seconds after the kill, so these restarts wait as long.
     time.sleep(1.1)
-    train(_config(toy_dataset, steps=3), run, resume=True)  # logs step 3 and its validation,
-    (run / "last.pt").write_bytes(checkpoint)  # then dies before checkpointing them
+    # Logs step 3 and its validation, then dies before checkpointing them.
+    train("regal", _config(toy_dataset, steps=3), run, resume=True)
+    (run / "last.pt").write_bytes(checkpoint)
     time.sleep(1.1)
-    train(_config(toy_dataset), run, resume=True)
+    train("regal", _config(toy_dataset), run, resume=True)
     straight = _scalars(tmp_path / "straight")
     assert {"training/reward", "training/loss", "validation/reward"} <= set(straight)
     assert [step for step, _ in straight["training/reward"]] == [1, 2, 3, 4]
@@ -138,21 +141,23 @@ def test_tensorboard_hides_what_a_killed_run_logged_after_its_checkpoint(
 
 
 def test_an_existing_run_needs_resume(toy_dataset, tmp_path) -> None:
-    train(_config(toy_dataset, steps=2), tmp_path / "run")
+    train("regal", _config(toy_dataset, steps=2), tmp_path / "run")
     with pytest.raises(TrainingError, match="already holds a run"):
-        train(_config(toy_dataset, steps=2), tmp_path / "run")
+        train("regal", _config(toy_dataset, steps=2), tmp_path / "run")
     with pytest.raises(TrainingError, match="learning_rate differ"):
-        train(_config(toy_dataset, steps=3, learning_rate=0.1), tmp_path / "run", resume=True)
+        train(
+            "regal", _config(toy_dataset, steps=3, learning_rate=0.1), tmp_path / "run", resume=True
+        )
 
 
 def test_non_finite_rewards_stop_training_and_keep_the_last_checkpoint(
     toy_dataset, tmp_path, monkeypatch
 ) -> None:
-    train(_config(toy_dataset, steps=2), tmp_path / "run")
+    train("regal", _config(toy_dataset, steps=2), tmp_path / "run")
     before = (tmp_path / "run" / "last.pt").read_bytes()
     monkeypatch.setattr(RolloutEnv, "rollout", lambda self, task: math.nan)
     with pytest.raises(TrainingError, match="step 3: non-finite rewards"):
-        train(_config(toy_dataset, steps=4), tmp_path / "run", resume=True)
+        train("regal", _config(toy_dataset, steps=4), tmp_path / "run", resume=True)
     assert (tmp_path / "run" / "last.pt").read_bytes() == before
 
 
@@ -241,7 +246,7 @@ def test_training_raises_the_validation_reward(toy_dataset, tmp_path) -> None:
             **{"steps": 20, "placement": False, "scheduling": False, "elite_bias": True},
         }
     )
-    train(config, tmp_path / "run")
+    train("regal", config, tmp_path / "run")
     first, best = _validation_gain(tmp_path / "run")
     assert best > first + 1.0, (first, best)
 
@@ -252,7 +257,7 @@ def test_five_minutes_of_training_raise_the_validation_reward(toy_dataset, tmp_p
     config = TrainConfig.from_dict(
         {"dataset": str(toy_dataset), **LEARNABLE, "steps": 300, "elite_bias": True}
     )
-    train(config, tmp_path / "run")
+    train("regal", config, tmp_path / "run")
     first, best = _validation_gain(tmp_path / "run")
     assert best > first + 1.0, (first, best)
 
@@ -391,16 +396,16 @@ def test_shipped_policies_record_flat_configs_that_still_read() -> None:
 
 
 def test_a_run_checkpointed_with_a_flat_config_resumes(toy_dataset, tmp_path) -> None:
-    train(_config(toy_dataset, steps=4), tmp_path / "straight")
+    train("regal", _config(toy_dataset, steps=4), tmp_path / "straight")
     run = tmp_path / "run"
-    train(_config(toy_dataset, steps=2), run)
+    train("regal", _config(toy_dataset, steps=2), run)
     record = read_checkpoint(run / "last.pt", REGAL_FORMAT)
     nested = json.loads(record["train_config"])
     flat = {key: _at(nested, path) for key, path in FLAT_FIELDS.items()}
     save_checkpoint(run / "last.pt", {**record, "train_config": json.dumps(flat)})
     with pytest.raises(TrainingError, match=r"\(optimizer.learning_rate, run.seed differ\)"):
-        train(_config(toy_dataset, steps=4, learning_rate=0.1, seed=1), run, resume=True)
-    train(_config(toy_dataset, steps=4), run, resume=True)
+        train("regal", _config(toy_dataset, steps=4, learning_rate=0.1, seed=1), run, resume=True)
+    train("regal", _config(toy_dataset, steps=4), run, resume=True)
     straight = read_checkpoint(tmp_path / "straight" / "last.pt", REGAL_FORMAT)
     resumed = read_checkpoint(run / "last.pt", REGAL_FORMAT)
     for key, value in straight["model_state"].items():

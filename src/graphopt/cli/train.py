@@ -8,7 +8,6 @@ A --resume that has no run to continue is refused before any of them.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -73,7 +72,7 @@ def train_regal(
 ) -> None:
     """Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy."""
     state, trained = _train(
-        "graphopt.learning.systems.regal.train.TrainConfig",
+        "regal",
         config,
         output,
         resume,
@@ -106,7 +105,7 @@ def train_gflownet(
 ) -> None:
     """Train a GFlowNet scheduler (paper 004); best.pt is the trained policy."""
     state, trained = _train(
-        "graphopt.learning.systems.gflownet.train.TrainConfig",
+        "gflownet",
         config,
         output,
         resume,
@@ -140,7 +139,7 @@ def train_gdp(
     Sampled placements are scored in --workers processes or on a Ray cluster (--ray).
     """
     _train_ppo(
-        "graphopt.learning.systems.gdp.train.TrainConfig",
+        "gdp",
         config,
         output,
         resume,
@@ -170,7 +169,7 @@ def train_go(
     Sampled decisions are scored in --workers processes or on a Ray cluster (--ray).
     """
     _train_ppo(
-        "graphopt.learning.systems.go.train.GOTrainConfig",
+        "go",
         config,
         output,
         resume,
@@ -182,7 +181,7 @@ def train_go(
 
 
 def _train_ppo(
-    config_class: str,
+    name: str,
     config: str,
     output: Path,
     resume: bool,
@@ -193,7 +192,7 @@ def _train_ppo(
 ) -> None:
     """`train gdp` and `train go`: a PPO run, then its best validation against its start."""
     state, trained = _train(
-        config_class,
+        name,
         config,
         output,
         resume,
@@ -211,7 +210,7 @@ def _train_ppo(
 
 
 def _train(
-    config_class: str,
+    name: str,
     config: str,
     output: Path,
     resume: bool,
@@ -224,26 +223,26 @@ def _train(
     """Runs a trainer under `Phases`: its final state and 'trained N steps in S s'.
 
     Args:
-        config_class: the trainer's config class by path; its module's `train` runs it.
+        name: the system (`training.SYSTEMS`).
         config: the config file or shipped name.
         output: the run directory.
         resume: continue the run there.
         smoke: shrink the config (`runs.smoke`) first.
         run_values: `run` fields given on the command line (None: the config's).
-        options: what the trainer's `train` takes besides (`ray_address`).
+        options: what `training.train` takes besides (`ray_address`).
         step_info: a step's row as a few words.
         validation_info: a validation's row as a few words.
     """
     started = time.perf_counter()
     check_output(output, "-o", folder=True)
     check_run_dir(output, resume)
-    module, _, name = config_class.rpartition(".")
     with Phases(f"train {Path(config).stem}") as phases:
         phases.phase("importing torch and the trainer", 0)
-        trainer = importlib.import_module(module)
         from graphopt.learning.runs import smoke as shrunk
+        from graphopt.learning.training import find_system, train
 
-        settings = getattr(trainer, name).load(config)
+        system = find_system(name)
+        settings = system.load(config)
         settings = _override_run(shrunk(settings) if smoke else settings, **run_values)
         total = settings.run.steps
         validation, first = [""], []
@@ -259,9 +258,10 @@ def _train(
             phases.update(step, total, info)
             phases.line(info, always=validated)
 
-        state = trainer.train(
-            settings, output, resume=resume, progress=progress, phase=phases.phase, **options
-        )
+        state = train(
+            system, settings, output, resume=resume, progress=progress, phase=phases.phase,
+            **options,
+        )  # fmt: skip
     begun = first[0] if first else state.step
     steps = state.step - begun
     resumed = f" (steps {begun + 1:,} to {state.step:,})" if begun and steps else ""

@@ -9,7 +9,7 @@ where that bound is higher), by:
 - expert: the human-expert split of whole modules in order, balanced by runtime;
 - metis: the `gp-metis` solver (METIS splits, DFS orders, its own search);
 - hint: the best of METIS splits, HEFT's variants' placements and one device, each scheduled as the
-  pre-trained policy's environment schedules (`placement_hint`, the classical placement GDP's
+  pre-trained policy's environment schedules (`placement.hint`, the classical placement GDP's
   policy starts from; with the shipped policy, the better of GO's ready queues and insertion
   timelines);
 - heft: HEFT's placement and insertion schedule;
@@ -46,13 +46,13 @@ from graphopt.evaluation.bench import pyplot, write_csv
 from graphopt.evaluation.fusion_bench import REFERENCE_MAX_OPS, checked_score, zoo_training_graphs
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
+from graphopt.learning.formats import shipped_policy_path
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.placement.hint import partition_hint
 from graphopt.learning.systems.gdp.solver import (
     GDP,
     GDPSolverConfig,
     load_gdp_checkpoint,
-    shipped_gdp_policy,
 )
 from graphopt.solvers.base import Budget, Problem
 from graphopt.solvers.bounds import makespan_lower_bound, peak_memory_lower_bound
@@ -165,7 +165,7 @@ METHODS = tuple(_methods(1, 1, 1, None))
 
 def policy_schedulers(policy: str | None) -> tuple[str, ...]:
     """How the pre-trained policy's environment schedules placements (None: the shipped one's)."""
-    path = policy or shipped_gdp_policy()
+    path = policy or shipped_policy_path("gdp", "makespan")
     return ("ready-queue",) if path is None else load_gdp_checkpoint(path)[2].schedulers
 
 

@@ -85,7 +85,7 @@ def pretrain(
 ) -> Path:
     """Pre-trains (or resumes) `base` on the graph files at `paths`; returns its best.pt."""
     from graphopt.learning.runs import GRAPH_PREFIX
-    from graphopt.learning.systems.gdp.train import train
+    from graphopt.learning.training import train
 
     config = dataclasses.replace(
         base,
@@ -95,6 +95,7 @@ def pretrain(
     )
     progress(0, steps, name)
     train(
+        "gdp",
         config,
         run_dir,
         resume=(run_dir / "last.pt").exists(),

@@ -44,7 +44,8 @@ from graphopt.ir.io import write_graph
 from graphopt.learning.runs import resolve_dataset
 from graphopt.learning.systems.gflownet.config import TrainConfig
 from graphopt.learning.systems.gflownet.solver import GFlowNet, GFlowNetSamplerConfig
-from graphopt.learning.systems.gflownet.train import GRAPH_PREFIX, train
+from graphopt.learning.systems.gflownet.train import GRAPH_PREFIX
+from graphopt.learning.training import train
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Tracker
 from graphopt.solvers.brkga import BRKGA
 from graphopt.solvers.random_keys import RandomKeyDecoder
@@ -158,7 +159,7 @@ def train_policy(base: TrainConfig, run_dir: Path, progress: Progress, **changes
             values = dataclasses.replace(getattr(config, section), **values)
         config = dataclasses.replace(config, **{section: values})
     progress(f"training {run_dir.name}")
-    train(config, run_dir, resume=(run_dir / "last.pt").exists())
+    train("gflownet", config, run_dir, resume=(run_dir / "last.pt").exists())
     return str(run_dir / "best.pt")
 
 

@@ -87,10 +87,9 @@ def machine(n_devices: int) -> Machine:
 def template(mode: str, folder: Path) -> str:
     """An untrained checkpoint of the shipped GO config in `mode`: what GO-one starts from."""
     from graphopt.learning.runs import RunState
-    from graphopt.learning.systems.gdp.train import save_policy
     from graphopt.learning.systems.go.config import GOTrainConfig
     from graphopt.learning.systems.go.network import GOPolicy
-    from graphopt.learning.systems.go.train import GO_SYSTEM
+    from graphopt.learning.systems.go.train import SYSTEM
 
     shipped = GOTrainConfig.load("go")
     config = dataclasses.replace(
@@ -99,7 +98,7 @@ def template(mode: str, folder: Path) -> str:
     path = folder / f"untrained-{mode.replace('|', '_')}.pt"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        save_policy(path, GO_SYSTEM, GOPolicy(config.policy), None, config, RunState())
+        SYSTEM.save(path, GOPolicy(config.policy), None, config, RunState())
     return str(path)
 
 

@@ -23,7 +23,7 @@ from graphopt.solvers.random_keys import RandomKeyDecoder
 
 FEATURE_EVALUATIONS = 400
 """Evaluations of the uniform BRKGA run whose last population gives the aggregate features
-(the run itself is the environment's: `envs.regal.feature_population`)."""
+(the run itself is the environment's: `regal.env.feature_population`)."""
 
 FEATURE_SET = "regal-a1-v1"
 """Name of the feature set below; checkpoints record it and refuse another."""

@@ -124,11 +124,19 @@ def exact_fields(
 
 
 @cache
-def shipped_policy_path(method: str, objective: str, n_devices: int) -> str | None:
+def shipped_policy_path(method: str, objective: str, n_devices: int | None = None) -> str | None:
     """The packaged checkpoint of any learned system for an objective and device count, or None.
 
-    Shipped policies are `graphopt/policies/<method>-<objective>-d<devices>.pt`. Looked up once
-    per process: a compiler solves many graphs with one policy.
+    The one lookup of every learned solver: `graphopt/policies/<method>-<objective>-d<devices>.pt`,
+    else `<method>-<objective>.pt`, the policy of a system whose one network serves every device
+    count (GDP, GO), which checks the count itself (`n_devices` None: that one alone).
     """
-    path = resources.files("graphopt.policies").joinpath(f"{method}-{objective}-d{n_devices}.pt")
-    return str(path) if path.is_file() else None
+    root = resources.files("graphopt.policies")
+    names = [f"{method}-{objective}.pt"]
+    if n_devices is not None:
+        names.insert(0, f"{method}-{objective}-d{n_devices}.pt")
+    for name in names:
+        path = root.joinpath(name)
+        if path.is_file():
+            return str(path)
+    return None

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
 import torch
@@ -543,6 +543,26 @@ def load_config(cls: type[Config], source: str | Path, what: str) -> Config:
         return read_config(cls, read_json(path, TrainingError), what, TrainingError)
     except TrainingError as error:
         raise TrainingError(f"{path}: {error}") from None
+
+
+class TrainingConfig:
+    """How every trainer's config dataclass reads itself: `from_dict` and `load`.
+
+    Attributes:
+        what: how messages name the config ('GDP training config').
+    """
+
+    what: ClassVar[str] = "training config"
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Self:
+        """A config from a JSON object; unknown fields and wrong types are refused, named."""
+        return read_config(cls, data, cls.what, TrainingError)
+
+    @classmethod
+    def load(cls, source: str | Path) -> Self:
+        """A config from a JSON file, or the shipped config of that name."""
+        return load_config(cls, source, cls.what)
 
 
 GRAPH_PREFIX = "graph:"

@@ -17,12 +17,15 @@ rate decays exponentially), as functions of the step so that resumed runs match
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from graphopt.configs import FieldError
+from graphopt.learning.optim import AdamConfig, clipped_step, learning_rate, minibatches
 
 
 @dataclass(frozen=True)
@@ -151,3 +154,55 @@ def ppo_loss(
         clip_fraction = (clipped * weight).sum()
         approx_kl = ((ratio - 1 - log_ratio) * weight).sum()  # Schulman's k3 estimator, >= 0
     return PPOLoss(total, policy.detach(), mean_entropy.detach(), clip_fraction, approx_kl)
+
+
+def ppo_update(
+    network: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    ppo: PPOConfig,
+    adam: AdamConfig,
+    progress: float,
+    step: int,
+    rng: np.random.Generator,
+    batch: int,
+    minibatch_loss: Callable[[torch.Tensor, float], PPOLoss],
+) -> dict[str, float]:
+    """PPO's epochs of clipped minibatch updates on one batch of samples; the mean log fields.
+
+    The one update routine of every PPO trainer (GDP, GO, GFlowNet's PPO baseline): the entropy
+    weight and learning rate decay with `progress` (step / run steps, so a resumed run repeats
+    them), the batch is shuffled by `rng` into `ppo.minibatches` parts per epoch, and each part
+    takes one clipped Adam step (`optim.clipped_step`, which stops on non-finite values).
+
+    Args:
+        network: the policy being trained.
+        optimizer: its Adam.
+        ppo: clipping, epochs, minibatches and decays.
+        adam: the configured learning rate and gradient clip.
+        progress: the step's share of the run, in [0, 1].
+        step: the step number (for messages).
+        rng: the step's generator (shuffles the minibatches).
+        batch: samples in the batch.
+        minibatch_loss: (sample indices, entropy weight) -> the loss of that minibatch.
+
+    Returns:
+        Means over the updates of the loss, gradient norm, entropy, clipped share and
+        approximate KL.
+    """
+    entropy_weight = ppo.entropy_weight_at(progress)
+    rate = adam.learning_rate * ppo.learning_rate_factor(progress)
+    totals = np.zeros(5)  # loss, gradient norm, entropy, clip fraction, approximate KL
+    with learning_rate(optimizer, rate):
+        for index in minibatches(rng, batch, ppo.epochs, ppo.minibatches):
+            loss = minibatch_loss(index, entropy_weight)
+            norm = clipped_step(network, optimizer, loss.total, step, adam.grad_clip)
+            totals += [
+                float(loss.total.detach()),
+                norm,
+                float(loss.entropy),
+                float(loss.clip_fraction),
+                float(loss.approx_kl),
+            ]
+    means = totals / ppo.updates
+    names = ("loss", "grad_norm", "entropy", "clip_fraction", "approx_kl")
+    return {name: float(value) for name, value in zip(names, means, strict=True)}

@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from graphopt.configs import FieldError, read_config
+from graphopt.configs import FieldError
 from graphopt.costmodels.machine import Machine
 from graphopt.learning.formats import CheckpointFormat
 from graphopt.learning.objectives.ppo import PPOConfig
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.placement.env import check_schedulers
-from graphopt.learning.run_dir import TrainingError
-from graphopt.learning.runs import RunConfig, load_config
+from graphopt.learning.runs import RunConfig, TrainingConfig
 from graphopt.solvers.base import SolverError
 
 GDP_MAX_DEVICES = 8
@@ -43,7 +41,7 @@ class GDPConfig:
             otherwise holds an untrained per-op policy at the uniform placement (every device
             is as good for one op when the others are placed at random). None: no prior.
         partition_prior: initial strength b of a learned pull toward a classical placement
-            given with the graph (`placement_hint.partition_hint`): the hinted device's logit
+            given with the graph (`placement.hint.partition_hint`): the hinted device's logit
             gets +b. None: the network takes no hint.
     """
 
@@ -104,7 +102,7 @@ class MachineConfig:
         bandwidth: bytes per second of a transfer (None: unlimited; JSON has no infinity).
         mode: 'sync' (a receive occupies its device) or 'async'.
         capacity: bytes of memory per device (None: unlimited); a placement over it gets
-            `envs.placement.INFEASIBLE_REWARD`.
+            `placement.env.INFEASIBLE_REWARD`.
     """
 
     devices: int = 4
@@ -132,7 +130,7 @@ class MachineConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(TrainingConfig):
     """Everything that defines a GDP training run (saved with every checkpoint).
 
     Attributes:
@@ -141,7 +139,7 @@ class TrainConfig:
             `graph:PATH[,PATH...]`: graph files, each trained and validated on (GDP-one: one).
         policy: the network.
         machine: devices and transfer model of every placement.
-        schedulers: how a placement becomes a schedule (`envs.placement.SCHEDULERS`; the
+        schedulers: how a placement becomes a schedule (`placement.env.SCHEDULERS`; the
             best of them counts): GO's 'ready-queue' alone, or with HEFT-style 'timeline'.
         samples: placements sampled per graph and step (PPO's batch, split in minibatches).
         graphs_per_step: training graphs per step (GDP-batch; all of them when fewer).
@@ -153,6 +151,7 @@ class TrainConfig:
         run: steps, cadence, graphs used, seed.
     """
 
+    what: ClassVar[str] = "GDP training config"
     name: str = "gdp"
     dataset: str = "default"
     policy: GDPConfig = field(default_factory=GDPConfig)
@@ -189,13 +188,3 @@ class TrainConfig:
                 f"must be at most policy.max_devices ({self.policy.max_devices}), got "
                 f"{self.machine.devices}",
             )
-
-    @classmethod
-    def from_dict(cls, data: Any) -> TrainConfig:
-        """A config from a JSON object; unknown fields and wrong types are refused, named."""
-        return read_config(cls, data, "GDP training config", TrainingError)
-
-    @classmethod
-    def load(cls, source: str | Path) -> TrainConfig:
-        """A config from a JSON file, or the shipped config of that name."""
-        return load_config(cls, source, "GDP training config")

@@ -18,6 +18,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
 from graphopt.learning.batching import GraphBatch, make_batch
+from graphopt.learning.graphs import GraphCache
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.placement.features import placement_features
 from graphopt.learning.placement.hint import partition_hint
@@ -51,7 +52,7 @@ class Graphs:
         splits: the graphs of each split.
         machine: devices and transfer model.
         hints: whether to compute each graph's partition hint (the policy takes one).
-        schedulers: how placements become schedules (`envs.placement.SCHEDULERS`).
+        schedulers: how placements become schedules (`placement.env.SCHEDULERS`).
         pinned: pins every environment keeps (`PlacementEnv`'s), for a solve's one graph.
     """
 
@@ -68,15 +69,12 @@ class Graphs:
         self.hints = hints
         self.schedulers = tuple(schedulers)
         self.pinned = pinned
-        self.envs: dict[tuple[str, int], PlacementEnv] = {}
-        self.cache: dict[tuple[str, int], PlacementTask] = {}
+        self.envs = GraphCache(splits.__getitem__, lambda _s, _i, graph: self.make_env(graph))
+        self.tasks = GraphCache(splits.__getitem__, self._task)
 
     def env(self, split: str, index: int) -> PlacementEnv:
         """The environment of one graph (all a scoring worker needs)."""
-        key = (split, index)
-        if key not in self.envs:
-            self.envs[key] = self.make_env(self.splits[split][index])
-        return self.envs[key]
+        return self.envs.get(split, index)
 
     def make_env(self, graph: Graph) -> PlacementEnv:
         """A graph's environment (a system with another environment overrides this)."""
@@ -84,13 +82,12 @@ class Graphs:
 
     def get(self, split: str, index: int) -> PlacementTask:
         """The environment, the policy's input and the hint of one graph."""
-        key = (split, index)
-        if key not in self.cache:
-            env = self.env(split, index)
-            hint = torch.from_numpy(partition_hint(env)) if self.hints else None
-            features = make_batch([placement_features(env.graph)])
-            self.cache[key] = PlacementTask(env, features, hint)
-        return self.cache[key]
+        return self.tasks.get(split, index)
+
+    def _task(self, split: str, index: int, graph: Graph) -> PlacementTask:
+        env = self.env(split, index)
+        hint = torch.from_numpy(partition_hint(env)) if self.hints else None
+        return PlacementTask(env, make_batch([placement_features(graph)]), hint)
 
 
 @dataclass(frozen=True)

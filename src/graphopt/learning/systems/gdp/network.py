@@ -83,7 +83,7 @@ class GDPPolicy(nn.Module):
         Args:
             batch: the graphs' features.
             n_devices: d, the devices to place onto.
-            hint: [N] device of each op in a classical placement (`placement_hint`); required
+            hint: [N] device of each op in a classical placement (`placement.hint`); required
                 exactly when the config has a `partition_prior`.
         """
         placed, _ = self.trunk(batch, n_devices, hint)

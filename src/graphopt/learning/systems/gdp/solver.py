@@ -1,7 +1,7 @@
 """GDP's placement policy as a solver (paper 003): zero-shot placement, optionally fine-tuned.
 
 The policy places every op in one forward pass; its environment's schedulers order the events
-(`envs.placement`: GO's ready queues, and insertion timelines when it was trained with them),
+(`learning.placement`: GO's ready queues, and insertion timelines when it was trained with them),
 and the scorer scores them. The solver offers, one evaluation each: the partition hint itself
 when the policy takes one (so that it never returns worse than its classical start: trained on
 small graphs, the shipped policy strays from the hint on resnet18 by 15-28 %), the policy's
@@ -19,14 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
-from importlib import resources
 from typing import Any
 
 import numpy as np
 import torch
 
 from graphopt.ir.solution import Solution
-from graphopt.learning.formats import CheckpointError, CheckpointFormat
+from graphopt.learning.formats import CheckpointError, CheckpointFormat, shipped_policy_path
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
@@ -60,17 +59,6 @@ class GDPSolverConfig:
             raise SolverError(f"finetune must be in [0, 100000] steps, got {self.finetune}")
         if self.samples < 0:
             raise SolverError(f"samples must be >= 0, got {self.samples}")
-
-
-def shipped_policy(name: str) -> str | None:
-    """The packaged policy file `name` (e.g. gdp-makespan.pt), or None when not shipped."""
-    path = resources.files("graphopt.policies").joinpath(name)
-    return str(path) if path.is_file() else None
-
-
-def shipped_gdp_policy() -> str | None:
-    """The packaged GDP policy (one network for every device count it supports), or None."""
-    return shipped_policy("gdp-makespan.pt")
 
 
 def load_system_checkpoint(
@@ -123,9 +111,6 @@ class GDP(Solver):
     def __init__(self, config: GDPSolverConfig | None = None) -> None:
         self.config = config or GDPSolverConfig()
 
-    shipped = "gdp-makespan.pt"
-    """The packaged policy used without `config.policy`."""
-
     def _load(self, path: str) -> tuple[Any, dict, Any]:
         """(network config, weights, training config) of a checkpoint of this system."""
         return load_gdp_checkpoint(path)
@@ -147,7 +132,8 @@ class GDP(Solver):
 
     def _checkpoint(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, Any]:
         """A network with the checkpoint's weights (untrained: scratch) and its training config."""
-        path = self.config.policy or shipped_policy(self.shipped)
+        d = problem.machine.n_devices
+        path = self.config.policy or shipped_policy_path(self.name, "makespan", d)
         if path is None:
             raise SolverError(
                 f"no shipped {self.name} policy; train one with `graphopt train {self.name} "

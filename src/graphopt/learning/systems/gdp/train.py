@@ -2,7 +2,7 @@
 
 Each step picks `graphs_per_step` training graphs (seeded by (run.seed, step)), samples `samples`
 placements of each from the policy in one forward pass per graph, scores them exactly in the
-placement environment (`envs.placement`: GO's ready-queue schedule, GDP's reward), and takes
+placement environment (`learning.placement`: GO's ready-queue schedule, GDP's reward), and takes
 PPO's clipped-surrogate updates (`objectives.ppo`) over minibatches of those samples, every op's
 device one action, with Adam and gradient clipping. The baseline is the mean reward of the
 graph's samples (`trajectory_advantages`), GDP's alternative to a value network. One graph is
@@ -23,30 +23,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from graphopt.learning import runs
-from graphopt.learning.formats import CheckpointFormat
-from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss, trajectory_advantages
-from graphopt.learning.optim import clipped_step, learning_rate, minibatches
+from graphopt.learning.objectives.ppo import (
+    PPOLoss,
+    ppo_loss,
+    ppo_update,
+    trajectory_advantages,
+)
 from graphopt.learning.placement.env import PlacementOutcome
 from graphopt.learning.runs import (
     GRAPH_PREFIX,
-    Phase,
-    RunLog,
-    RunState,
-    open_run,
-    restore_run,
-    run_steps,
+    Row,
     training_graphs,
-    unwatched,
-    write_config,
 )
 from graphopt.learning.systems.gdp.config import GDP_FORMAT, TrainConfig
 from graphopt.learning.systems.gdp.env import (
@@ -57,6 +51,7 @@ from graphopt.learning.systems.gdp.env import (
     sample,
 )
 from graphopt.learning.systems.gdp.network import GDPPolicy
+from graphopt.learning.training import Run, Session, System, nothing
 from graphopt.learning.workers import Workers, make_workers
 
 LOG_COLUMNS = (
@@ -72,7 +67,7 @@ LOG_COLUMNS = (
 )
 """What log.csv records: per step the mean sampled reward over its graphs, and the loss, gradient
 norm, per-op entropy, clipped share and approximate KL averaged over its updates; per validation
-the mean best reward of what the solver offers (`_validate`)."""
+the mean best reward of what the solver offers (`GDPSystem.validate`)."""
 
 
 class ScoringEnv:
@@ -104,6 +99,7 @@ class GDPTrainer:
         train_ids: indices of the training graphs in the "train" split.
         config: the run's config.
         workers: score the sampled placements there (`ScoringEnv`); None: in this process.
+        optimizer: Adam over the policy (the run's, restored on resume); None: a new one.
     """
 
     def __init__(
@@ -113,13 +109,14 @@ class GDPTrainer:
         train_ids: np.ndarray,
         config: TrainConfig,
         workers: Workers[ScoringEnv] | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
     ) -> None:
         self.policy = policy
         self.graphs = graphs
         self.workers = workers
         self.train_ids = np.asarray(train_ids)
         self.config = config
-        self.optimizer = config.optimizer.optimizer(policy.parameters())
+        self.optimizer = optimizer or config.optimizer.optimizer(policy.parameters())
         self.sampled: list[tuple[int, np.ndarray, PlacementOutcome]] = []
         """The last step's (graph index, placements, outcome) per graph: a search keeps them."""
 
@@ -160,39 +157,34 @@ class GDPTrainer:
     def update(
         self, step: int, rng: np.random.Generator, rollouts: list[Rollout]
     ) -> dict[str, float]:
-        """PPO's clipped updates on a step's rollouts; the log row."""
-        config, ppo = self.config, self.config.ppo
-        progress = step / config.run.steps
-        entropy_weight = ppo.entropy_weight_at(progress)
-        rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
-        totals = np.zeros(5)  # loss, gradient norm, entropy, clip fraction, approximate KL
-        with learning_rate(self.optimizer, rate):
-            for chunk in minibatches(rng, config.samples, ppo.epochs, ppo.minibatches):
-                losses = [
-                    self._loss(task, actions[chunk], old[chunk], gain[chunk], entropy_weight)
-                    for task, actions, old, gain, _ in rollouts
-                ]
-                total = torch.stack([loss.total for loss in losses]).mean()
-                norm = clipped_step(
-                    self.policy, self.optimizer, total, step, config.optimizer.grad_clip
-                )
-                totals += [
-                    float(total.detach()),
-                    norm,
-                    float(np.mean([float(loss.entropy) for loss in losses])),
-                    float(np.mean([float(loss.clip_fraction) for loss in losses])),
-                    float(np.mean([float(loss.approx_kl) for loss in losses])),
-                ]
-        means = totals / ppo.updates
-        return {
-            "step": step + 1,
-            "reward": float(np.mean([float(r[4].mean()) for r in rollouts])),
-            "loss": float(means[0]),
-            "grad_norm": float(means[1]),
-            "entropy": float(means[2]),
-            "clip_fraction": float(means[3]),
-            "approx_kl": float(means[4]),
-        }
+        """PPO's clipped updates on a step's rollouts (`ppo_update`); the log row.
+
+        A minibatch is the same sample indices of every graph of the step; its loss is the
+        mean of the graphs' losses.
+        """
+
+        def minibatch(chunk: torch.Tensor, entropy_weight: float) -> PPOLoss:
+            losses = [
+                self._loss(task, actions[chunk], old[chunk], gain[chunk], entropy_weight)
+                for task, actions, old, gain, _ in rollouts
+            ]
+            logged = [
+                torch.tensor(np.mean([float(value) for value in values]), dtype=torch.float64)
+                for values in zip(*[loss[2:] for loss in losses], strict=True)
+            ]
+            return PPOLoss(
+                torch.stack([loss.total for loss in losses]).mean(),
+                torch.stack([loss.policy for loss in losses]).mean(),
+                *logged,
+            )
+
+        config = self.config
+        means = ppo_update(
+            self.policy, self.optimizer, config.ppo, config.optimizer, step / config.run.steps,
+            step, rng, config.samples, minibatch,
+        )  # fmt: skip
+        reward = float(np.mean([float(r[4].mean()) for r in rollouts]))
+        return {"step": step + 1, "reward": reward, **means}
 
     def draw(
         self, task: PlacementTask, samples: int, generator: torch.Generator
@@ -223,113 +215,6 @@ class GDPTrainer:
         )
 
 
-@dataclass(frozen=True)
-class System:
-    """What differs between the PPO systems trained by `run_training` (GDP here, GO beside it).
-
-    Attributes:
-        form: the checkpoints' format.
-        parse: a training config from a JSON object (`TrainConfig.from_dict`).
-        policy: the untrained network of a config.
-        hints: whether a config's network takes partition hints.
-        source: the run's graphs (dataset, config, hints) as a picklable `GraphSource`.
-        trainer: the PPO trainer class.
-        validate: (policy, graphs, validation ids, step, config) -> the validation row.
-    """
-
-    form: CheckpointFormat
-    parse: Callable[[Any], Any]
-    policy: Callable[[Any], torch.nn.Module]
-    hints: Callable[[Any], bool]
-    source: Callable[[str, Any, bool], GraphSource]
-    trainer: type[GDPTrainer]
-    validate: Callable[[Any, Graphs, np.ndarray, int, Any], dict[str, float]]
-
-
-def train(
-    config: TrainConfig,
-    run_dir: str | Path,
-    resume: bool = False,
-    progress: Callable[[dict[str, float]], None] | None = None,
-    ray_address: str | None = None,
-    phase: Phase = unwatched,
-) -> RunState:
-    """Trains a GDP policy as `config` says, writing checkpoints and logs into `run_dir`.
-
-    Files: config.json, log.csv, tensorboard/, last.pt (resumable), best.pt (the policy).
-    Sampled placements are scored in `run.workers` processes, or on the Ray cluster at
-    `ray_address` ('local': in-process), when either is set; the run is the same. `progress`
-    gets every logged row, `phase` what takes seconds besides the steps.
-
-    Raises:
-        TrainingError: an existing run without `resume` (or `resume` without one), a resumed
-            run with another config, or non-finite values (the last good checkpoint is kept).
-    """
-    return run_training(config, run_dir, resume, progress, ray_address, GDP_SYSTEM, phase)
-
-
-def run_training(
-    config: Any,
-    run_dir: str | Path,
-    resume: bool,
-    progress: Callable[[dict[str, float]], None] | None,
-    ray_address: str | None,
-    system: System,
-    phase: Phase = unwatched,
-) -> RunState:
-    """`train` for any `System`: run directory, graphs, workers, resume, steps and checkpoints."""
-    run_dir, last = open_run(run_dir, resume)
-    torch.manual_seed(config.run.seed)
-    policy = system.policy(config.policy)
-    hints = system.hints(config.policy)
-    if config.dataset.startswith(GRAPH_PREFIX):
-        source = system.source(config.dataset, config, hints)
-        graphs = source.graphs()
-        train_ids = valid_ids = np.arange(len(graphs.splits["train"]))
-    else:
-        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
-        source = system.source(str(dataset), config, hints)
-        graphs = source.graphs()
-    workers = (
-        make_workers(partial(ScoringEnv, source), config.run.workers, ray_address)
-        if config.run.workers or ray_address is not None
-        else None
-    )
-    trainer = system.trainer(policy, graphs, train_ids, config, workers)
-    state = RunState()
-    if resume:
-        state = restore_run(
-            last,
-            system.form,
-            system.parse,
-            config,
-            policy,
-            lambda: system.policy(config.policy),
-            trainer.optimizer,
-            config.ppo.updates,
-            config.optimizer.grad_clip,
-        )
-    write_config(run_dir, config)
-    log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
-
-    try:
-        return run_steps(
-            state,
-            config.run.cadence,
-            trainer.step,
-            lambda step: system.validate(policy, graphs, valid_ids, step, config),
-            lambda state: save_policy(run_dir / "best.pt", system, policy, None, config, state),
-            lambda state: save_policy(last, system, policy, trainer.optimizer, config, state),
-            log,
-            progress,
-            phase,
-        )
-    finally:
-        log.close()
-        if workers is not None:
-            workers.close()
-
-
 def validate_offers(
     graphs: Graphs,
     ids: np.ndarray,
@@ -357,38 +242,73 @@ def validate_offers(
     return {"step": step, "validation_reward": float(np.mean(rewards))}
 
 
-def _validate(
-    policy: GDPPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: TrainConfig
-) -> dict[str, float]:
-    """`validate_offers` with the `gdp` solver's offers: the most likely and sampled placements."""
-    return validate_offers(
-        graphs, ids, step, config, partial(most_likely, policy), partial(sample, policy)
-    )
+class GDPSystem(System):
+    """GDP for the training skeleton (`training.train`); GO's system derives from it."""
+
+    name = "gdp"
+    form = GDP_FORMAT
+    log_columns = LOG_COLUMNS
+    config_class = TrainConfig
+    trainer: Callable[..., GDPTrainer] = GDPTrainer
+
+    def network(self, config: Any) -> torch.nn.Module:
+        """The untrained placement network."""
+        return GDPPolicy(config.policy)
+
+    def hints(self, config: Any) -> bool:
+        """Whether the network takes partition hints."""
+        return config.policy.partition_prior is not None
+
+    def source(self, dataset: str, config: Any, hints: bool) -> GraphSource:
+        """The run's graphs as a picklable source (workers open them too)."""
+        return GraphSource(dataset, config.machine, hints, config.schedulers)
+
+    def validate(self, policy: Any, graphs: Graphs, ids: np.ndarray, step: int, config: Any) -> Row:
+        """`validate_offers` with the `gdp` solver's offers: most likely and sampled placements."""
+        return validate_offers(
+            graphs, ids, step, config, partial(most_likely, policy), partial(sample, policy)
+        )
+
+    def updates_per_step(self, config: Any) -> int:
+        """PPO's epochs times minibatches."""
+        return config.ppo.updates
+
+    def fields(self, config: Any) -> dict[str, Any]:
+        """The network's config and the machine, which the solver reads back."""
+        return {
+            "policy_config": json.dumps(asdict(config.policy)),
+            "machine": json.dumps(asdict(config.machine)),
+        }
+
+    def start(self, run: Run) -> Session:
+        """The graphs, the scoring workers (when asked for) and the trainer.
+
+        A `graph:` dataset's files are trained and validated on; workers score when
+        `run.workers` or `ray_address` asks for them.
+        """
+        config = run.config
+        hints = self.hints(config)
+        if config.dataset.startswith(GRAPH_PREFIX):
+            source = self.source(config.dataset, config, hints)
+            graphs = source.graphs()
+            train_ids = valid_ids = np.arange(len(graphs.splits["train"]))
+        else:
+            dataset, train_ids, valid_ids = training_graphs(
+                config.dataset, run.run_dir, config.run, run.phase
+            )
+            source = self.source(str(dataset), config, hints)
+            graphs = source.graphs()
+        if not config.run.workers and run.ray_address is None:
+            workers = None
+        else:
+            workers = make_workers(partial(ScoringEnv, source), config.run.workers, run.ray_address)
+        trainer = self.trainer(run.network, graphs, train_ids, config, workers, run.optimizer)
+        return Session(
+            trainer.step,
+            lambda step: self.validate(run.network, graphs, valid_ids, step, config),
+            nothing if workers is None else workers.close,
+        )
 
 
-GDP_SYSTEM = System(
-    GDP_FORMAT,
-    TrainConfig.from_dict,
-    GDPPolicy,
-    lambda policy: policy.partition_prior is not None,
-    lambda dataset, config, hints: GraphSource(dataset, config.machine, hints, config.schedulers),
-    GDPTrainer,
-    _validate,
-)
-"""GDP's pieces for `run_training`."""
-
-
-def save_policy(
-    path: Path,
-    system: System,
-    policy: torch.nn.Module,
-    optimizer: torch.optim.Optimizer | None,
-    config: Any,
-    state: RunState,
-) -> None:
-    """Writes best.pt (the policy) or last.pt (with the optimizer and run state) of a system."""
-    fields = {
-        "policy_config": json.dumps(asdict(config.policy)),
-        "machine": json.dumps(asdict(config.machine)),
-    }
-    runs.save_run(path, system.form, policy, optimizer, config, state, fields)
+SYSTEM = GDPSystem()
+"""GDP's system (`training.SYSTEMS['gdp']`)."""

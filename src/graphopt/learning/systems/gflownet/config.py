@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from graphopt.configs import FieldError, read_config
+from graphopt.configs import FieldError
 from graphopt.costmodels.machine import Machine
 from graphopt.learning.formats import CheckpointFormat
 from graphopt.learning.objectives.ppo import PPOConfig
 from graphopt.learning.optim import AdamConfig
-from graphopt.learning.run_dir import TrainingError
-from graphopt.learning.runs import RunConfig, load_config
+from graphopt.learning.runs import RunConfig, TrainingConfig
 from graphopt.limits import MAX_DEVICES
 
 SIGMA_MIN = 0.01
@@ -188,7 +186,7 @@ class ReplayConfig:
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(TrainingConfig):
     """Everything that defines a GFlowNet training run (saved with every checkpoint).
 
     Attributes:
@@ -212,6 +210,7 @@ class TrainConfig:
         run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
     """
 
+    what: ClassVar[str] = "GFlowNet training config"
     name: str = "gflownet"
     dataset: str = "default"
     loss: Loss = "variance"
@@ -251,13 +250,3 @@ class TrainConfig:
     def updates_per_step(self) -> int:
         """Optimizer steps per training step (Adam's step count is at most this times it)."""
         return self.ppo.updates if self.loss == "ppo" else self.replay.updates
-
-    @classmethod
-    def from_dict(cls, data: Any) -> TrainConfig:
-        """A config from a JSON object; unknown fields and wrong types are refused, named."""
-        return read_config(cls, data, "GFlowNet training config", TrainingError)
-
-    @classmethod
-    def load(cls, source: str | Path) -> TrainConfig:
-        """A config from a JSON file, or the shipped config of that name."""
-        return load_config(cls, source, "GFlowNet training config")

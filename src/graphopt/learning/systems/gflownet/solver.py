@@ -39,7 +39,8 @@ from graphopt.learning.formats import CheckpointError, shipped_policy_path
 from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetConfig, TrainConfig
-from graphopt.learning.systems.gflownet.network import GFlowNetPolicy, sample_trajectories
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.threads import one_torch_thread
 from graphopt.solvers.base import BudgetExhausted, Objective, Problem, Solver, SolverError, Tracker
 from graphopt.solvers.candidates import top_candidates

@@ -30,9 +30,9 @@ good checkpoint intact.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -41,32 +41,18 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
-from graphopt.learning import runs
 from graphopt.learning.encoders.topoformer import relation_masks
+from graphopt.learning.graphs import GraphCache
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
-from graphopt.learning.objectives.ppo import ppo_loss, trajectory_advantages
+from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss, ppo_update, trajectory_advantages
 from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
-from graphopt.learning.optim import clipped_step, learning_rate, minibatches
-from graphopt.learning.runs import (
-    GRAPH_PREFIX,
-    Phase,
-    RunLog,
-    RunState,
-    graph_files,
-    open_run,
-    restore_run,
-    run_steps,
-    training_graphs,
-    unwatched,
-    write_config,
-)
+from graphopt.learning.optim import clipped_step, minibatches
+from graphopt.learning.runs import GRAPH_PREFIX, graph_files, training_graphs
 from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, TrainConfig
 from graphopt.learning.systems.gflownet.env import PartialSchedules, connected_subgraph, log_reward
-from graphopt.learning.systems.gflownet.network import (
-    GFlowNetPolicy,
-    replay_trajectories,
-    sample_trajectories,
-)
+from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.sampling import replay_trajectories, sample_trajectories
+from graphopt.learning.training import Run, Session, System
 
 LOG_COLUMNS = (
     "step",
@@ -91,64 +77,6 @@ policy (each averaged over the step's updates, as are its loss and gradient norm
 validation the mean speedup."""
 
 
-def train(
-    config: TrainConfig,
-    run_dir: str | Path,
-    resume: bool = False,
-    progress: Callable[[dict[str, float]], None] | None = None,
-    phase: Phase = unwatched,
-) -> RunState:
-    """Trains a GFlowNet policy as `config` says, writing checkpoints and logs into `run_dir`.
-
-    Files: config.json, log.csv, tensorboard/, last.pt (resumable), best.pt (the policy).
-    `progress` gets every logged row, `phase` what takes seconds besides the steps.
-
-    Raises:
-        TrainingError: an existing run without `resume` (or `resume` without one), a resumed
-            run with another config, or non-finite values (the last good checkpoint is kept).
-    """
-    run_dir, last = open_run(run_dir, resume)
-    torch.manual_seed(config.run.seed)
-    network = GFlowNetPolicy(config.policy)
-    optimizer = config.optimizer.optimizer(network.parameters())
-    state = RunState()
-    if resume:
-        state = restore_run(
-            last,
-            GFLOWNET_FORMAT,
-            TrainConfig.from_dict,
-            config,
-            network,
-            lambda: GFlowNetPolicy(config.policy),
-            optimizer,
-            config.updates_per_step,
-            config.optimizer.grad_clip,
-        )
-    write_config(run_dir, config)
-    machine = config.proxy.machine(config.policy.n_devices)
-    if config.dataset.startswith(GRAPH_PREFIX):
-        graphs, train_ids, valid_ids = _graph_files(config, machine)
-    else:
-        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
-        splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
-        graphs = _Graphs(splits, machine)
-    log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
-    try:
-        return run_steps(
-            state,
-            config.run.cadence,
-            lambda step: _step(config, network, optimizer, graphs, train_ids, step),
-            lambda step: _validate(config, network, graphs, valid_ids, step),
-            lambda state: save_run(run_dir / "best.pt", network, None, config, state),
-            lambda state: save_run(last, network, optimizer, config, state),
-            log,
-            progress,
-            phase,
-        )
-    finally:
-        log.close()
-
-
 def _graph_files(config: TrainConfig, machine: Machine) -> tuple[_Graphs, np.ndarray, np.ndarray]:
     """The graphs of a `graph:` dataset: all trained on, the smallest validated on."""
     files = graph_files(config.dataset)
@@ -158,20 +86,14 @@ def _graph_files(config: TrainConfig, machine: Machine) -> tuple[_Graphs, np.nda
     return _Graphs({"train": files, "valid": files}, machine), train_ids, valid_ids
 
 
-class _Graphs:
+class _Graphs(GraphCache[tuple[Graph, Scorer, torch.Tensor]]):
     """The training and validation graphs with their scorers and attention masks, loaded once."""
 
     def __init__(self, splits: dict[str, Sequence[Graph]], machine: Machine) -> None:
+        super().__init__(
+            splits.__getitem__, lambda _s, _i, g: (g, Scorer(g, machine), relation_masks(g))
+        )
         self.machine = machine
-        self.splits = splits
-        self.cache: dict[tuple[str, int], tuple[Graph, Scorer, torch.Tensor]] = {}
-
-    def get(self, split: str, index: int) -> tuple[Graph, Scorer, torch.Tensor]:
-        key = (split, index)
-        if key not in self.cache:
-            graph = self.splits[split][index]
-            self.cache[key] = (graph, Scorer(graph, self.machine), relation_masks(graph))
-        return self.cache[key]
 
 
 def _step(
@@ -302,46 +224,34 @@ def _ppo_step(
     speedups = sampled.schedules.speedups(scorer)
     log_r = torch.from_numpy(log_reward(speedups, machine.n_devices, ppo.sigma)).float()
     advantages = trajectory_advantages(log_r, ppo.normalize_advantages)
-    progress = step / config.run.steps
-    entropy_weight = ppo.entropy_weight_at(progress)
-    rate = config.optimizer.learning_rate * ppo.learning_rate_factor(progress)
-    totals = np.zeros(5)  # loss, gradient norm, entropy, clip fraction, approximate KL
-    batch = sampled.actions.shape[0]
-    with learning_rate(optimizer, rate):
-        for index in minibatches(rng, batch, ppo.epochs, ppo.minibatches):
-            replay = replay_trajectories(
-                network, graph, machine, sampled.actions[index], ppo.sigma, masks
-            )
-            loss = ppo_loss(
-                replay.log_pf,
-                sampled.step_log_pf[index],
-                advantages[index],
-                replay.entropy,
-                ppo.clip,
-                entropy_weight,
-            )
-            norm = clipped_step(network, optimizer, loss.total, step, config.optimizer.grad_clip)
-            totals += [
-                float(loss.total.detach()),
-                norm,
-                float(loss.entropy),
-                float(loss.clip_fraction),
-                float(loss.approx_kl),
-            ]
-    means = totals / ppo.updates
+
+    def minibatch(index: torch.Tensor, entropy_weight: float) -> PPOLoss:
+        replay = replay_trajectories(
+            network, graph, machine, sampled.actions[index], ppo.sigma, masks
+        )
+        return ppo_loss(
+            replay.log_pf,
+            sampled.step_log_pf[index],
+            advantages[index],
+            replay.entropy,
+            ppo.clip,
+            entropy_weight,
+        )
+
+    means = ppo_update(
+        network, optimizer, ppo, config.optimizer, step / config.run.steps, step, rng,
+        sampled.actions.shape[0], minibatch,
+    )  # fmt: skip
     zeta = log_r + sampled.log_pb - sampled.log_pf
     return {
         "step": step + 1,
-        "loss": float(means[0]),
+        "loss": means.pop("loss"),
         "speedup": float(speedups.mean()),
         "log_reward": float(log_r.mean()),
         "log_z": float(zeta.mean()),
         "sigma": ppo.sigma,
         "ops": float(graph.n_ops),
-        "grad_norm": float(means[1]),
-        "entropy": float(means[2]),
-        "clip_fraction": float(means[3]),
-        "approx_kl": float(means[4]),
+        **means,
     }
 
 
@@ -369,16 +279,46 @@ def _validate(
     return {"step": step, "validation_reward": mean, "validation_speedup": mean}
 
 
-def save_run(
-    path: Path,
-    network: GFlowNetPolicy,
-    optimizer: torch.optim.Optimizer | None,
-    config: TrainConfig,
-    state: RunState,
-) -> None:
-    """Writes best.pt (the policy) or last.pt (with the optimizer and run state)."""
-    fields = {
-        "policy_config": json.dumps(asdict(config.policy)),
-        "proxy": json.dumps(asdict(config.proxy)),
-    }
-    runs.save_run(path, GFLOWNET_FORMAT, network, optimizer, config, state, fields)
+class GFlowNetSystem(System):
+    """GFlowNet scheduling for the training skeleton (`training.train`)."""
+
+    name = "gflownet"
+    form = GFLOWNET_FORMAT
+    log_columns = LOG_COLUMNS
+    config_class = TrainConfig
+
+    def network(self, config: Any) -> torch.nn.Module:
+        """The untrained scheduling policy."""
+        return GFlowNetPolicy(config.policy)
+
+    def updates_per_step(self, config: Any) -> int:
+        """PPO's updates per step with the PPO loss, else one."""
+        return config.updates_per_step
+
+    def fields(self, config: Any) -> dict[str, Any]:
+        """The network's config and the proxy machine, which the solver reads back."""
+        return {
+            "policy_config": json.dumps(asdict(config.policy)),
+            "proxy": json.dumps(asdict(config.proxy)),
+        }
+
+    def start(self, run: Run) -> Session:
+        """The graphs on the proxy machine (a `graph:` dataset: its smallest are validated on)."""
+        config, network, optimizer = run.config, run.network, run.optimizer
+        machine = config.proxy.machine(config.policy.n_devices)
+        if config.dataset.startswith(GRAPH_PREFIX):
+            graphs, train_ids, valid_ids = _graph_files(config, machine)
+        else:
+            dataset, train_ids, valid_ids = training_graphs(
+                config.dataset, run.run_dir, config.run, run.phase
+            )
+            splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
+            graphs = _Graphs(splits, machine)
+        return Session(
+            lambda step: _step(config, network, optimizer, graphs, train_ids, step),
+            lambda step: _validate(config, network, graphs, valid_ids, step),
+        )
+
+
+SYSTEM = GFlowNetSystem()
+"""GFlowNet scheduling's system (`training.SYSTEMS['gflownet']`)."""

@@ -7,13 +7,10 @@ A checkpoint stores them; the solver reads them back without importing the train
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import ClassVar, Literal
 
-from graphopt.configs import FieldError, read_config
+from graphopt.configs import FieldError
 from graphopt.learning.formats import CheckpointFormat
-from graphopt.learning.run_dir import TrainingError
-from graphopt.learning.runs import load_config
 from graphopt.learning.systems.gdp.config import GDPConfig, TrainConfig
 
 TASKS = ("placement", "scheduling", "fusion")
@@ -136,6 +133,7 @@ class GOTrainConfig(TrainConfig):
         schedulers: GO orders events with its priority ready queues only: 'ready-queue'.
     """
 
+    what: ClassVar[str] = "GO training config"
     name: str = "go"
     policy: GOConfig = field(default_factory=GOConfig)
     compiler_fusion: Literal["none", "default"] = "default"
@@ -148,13 +146,3 @@ class GOTrainConfig(TrainConfig):
                 f"GO orders events with its priority ready queues: ['ready-queue'], got "
                 f"{list(self.schedulers)}",
             )
-
-    @classmethod
-    def from_dict(cls, data: Any) -> GOTrainConfig:
-        """A config from a JSON object; unknown fields and wrong types are refused, named."""
-        return read_config(cls, data, "GO training config", TrainingError)
-
-    @classmethod
-    def load(cls, source: str | Path) -> GOTrainConfig:
-        """A config from a JSON file, or the shipped config of that name."""
-        return load_config(cls, source, "GO training config")

@@ -1,7 +1,7 @@
 """GO's environment (paper 002 sections 3-5): per-op decisions of three tasks to rewards.
 
 A multi-task policy outputs, per op, a device, a scheduling level and a fusion level
-(`networks.go.Acted.actions`, [S, 3, n], -1 where a task is not decided). `go_decoder.decode`
+(`go.network.Acted.actions`, [S, 3, n], -1 where a task is not decided). `go_decoder.decode`
 turns them into one contract solution each: GO's ready queues ordered by the levels (critical
 path among equals) and GO's priority fusion decoder on the fusion levels; a task left undecided
 takes the compiler's default (the expert placement, `expert.expert_placement`; critical-path
@@ -127,7 +127,7 @@ class GOEnv(PlacementEnv):
         """Scores placements ([B, n] or [n]) with the untrained policy's other decisions.
 
         That is critical-path order and, when fusion levels decide and `hint_fusion`, every op
-        in the fusing half (`default_actions`), so that the partition hint (`placement_hint`)
+        in the fusing half (`default_actions`), so that the partition hint (`placement.hint`)
         picks the placement that is fastest once fused: on gpt2-tiny's training graph on 4
         devices the fastest unfused split fused to 0.84 ms where another candidate fuses to
         about 0.36 ms. Without `hint_fusion` the compiler fuses.

@@ -1,6 +1,6 @@
 """GO's multi-task policy (paper 002 sections 4.3-4.4): placement, scheduling and fusion at once.
 
-GDP's network (`networks.gdp`) is the shared trunk: GraphSAGE, then the segmented placer layers
+GDP's network (`gdp.network`) is the shared trunk: GraphSAGE, then the segmented placer layers
 with parameter superposition on the graph and the device count. Each task then has its own
 recurrent attention layers over the trunk's states (segments in topological order, attending to
 the previous segment's states as Transformer-XL does) and its own head: the placement head over
@@ -14,7 +14,7 @@ Two learned priors give an untrained network the compiler's defaults: the schedu
 are pulled toward the middle level (all ops tie, so the ready queues follow the critical path)
 and the fusion levels toward the upper half (the priority decoder fuses every legal pair).
 A search may centre the priors on its incumbent's decisions instead (`act`'s `centre`), so that
-samples are the incumbent with a few decisions changed (`train_go.CentredGOTrainer`).
+samples are the incumbent with a few decisions changed (`go.train.CentredGOTrainer`).
 """
 
 from __future__ import annotations

@@ -84,7 +84,6 @@ class GO(GDP):
 
     name = "go"
     network = GOPolicy
-    shipped = "go-makespan.pt"
     config: GOSolverConfig
 
     def __init__(self, config: GOSolverConfig | None = None) -> None:

@@ -1,10 +1,10 @@
 """Training GO's multi-task policy with PPO (paper 002 sections 4-5), as GDP's is trained.
 
-The loop is GDP's (`train_gdp.run_training` and `GDPTrainer`): each step samples `samples`
-decisions of `graphs_per_step` graphs, scores them exactly in GO's environment (`envs.go`: GO's
+The loop is GDP's (`gdp.train.GDPSystem` and `GDPTrainer`): each step samples `samples`
+decisions of `graphs_per_step` graphs, scores them exactly in GO's environment (`go.env`: GO's
 priority ready queues and fusion decoder) and takes PPO's clipped updates, every op one action
 whose log-probability is the sum of its tasks'. What GO changes is what an action is: a device,
-a scheduling level and a fusion level per op, from one forward pass (`networks.go`).
+a scheduling level and a fusion level per op, from one forward pass (`go.network`).
 
 The mode (`GOConfig.mode`, GO fig. 6) sets what is trained when. Tasks joined by '+' are one
 stage: sampled together, the later conditioned on the earlier's actions. Stages separated by '|'
@@ -18,9 +18,7 @@ of `validation_samples` samples beside it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,16 +26,10 @@ import torch
 
 from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss
 from graphopt.learning.run_dir import TrainingError
-from graphopt.learning.runs import Phase, RunState, unwatched
+from graphopt.learning.runs import Row
 from graphopt.learning.systems.gdp.config import TrainConfig
 from graphopt.learning.systems.gdp.env import Graphs, PlacementTask
-from graphopt.learning.systems.gdp.train import (
-    GDPTrainer,
-    Rollout,
-    System,
-    run_training,
-    validate_offers,
-)
+from graphopt.learning.systems.gdp.train import GDPSystem, GDPTrainer, Rollout, validate_offers
 from graphopt.learning.systems.go.config import GO_FORMAT, GOTrainConfig
 from graphopt.learning.systems.go.env import (
     GOEnv,
@@ -151,42 +143,36 @@ class CentredGOTrainer(GOTrainer):
         return row
 
 
-def _validate(
-    policy: GOPolicy, graphs: Graphs, ids: np.ndarray, step: int, config: GOTrainConfig
-) -> dict[str, float]:
-    """`validate_offers` with the `go` solver's offers: the most likely and sampled decisions."""
-    return validate_offers(
-        graphs, ids, step, config, partial(most_likely_actions, policy),
-        partial(sample_actions, policy),
-    )  # fmt: skip
+class GOSystem(GDPSystem):
+    """GO for the training skeleton: GDP's run with GO's network, environments and actions."""
+
+    name = "go"
+    form = GO_FORMAT
+    config_class = GOTrainConfig
+    trainer = GOTrainer
+
+    def network(self, config: Any) -> torch.nn.Module:
+        """The untrained multi-task network."""
+        return GOPolicy(config.policy)
+
+    def hints(self, config: Any) -> bool:
+        """Whether the placer takes partition hints."""
+        return config.policy.placer.partition_prior is not None
+
+    def source(self, dataset: str, config: Any, hints: bool) -> GOGraphSource:
+        """The run's graphs with GO's levels, compiler fusion and hint fusion."""
+        return GOGraphSource(
+            dataset, config.machine, hints, levels=config.policy.levels,
+            compiler_fusion=config.compiler_fusion, hint_fusion=config.policy.places_fused,
+        )  # fmt: skip
+
+    def validate(self, policy: Any, graphs: Graphs, ids: np.ndarray, step: int, config: Any) -> Row:
+        """`validate_offers` with the `go` solver's offers: most likely and sampled decisions."""
+        return validate_offers(
+            graphs, ids, step, config, partial(most_likely_actions, policy),
+            partial(sample_actions, policy),
+        )  # fmt: skip
 
 
-GO_SYSTEM = System(
-    GO_FORMAT,
-    GOTrainConfig.from_dict,
-    GOPolicy,
-    lambda policy: policy.placer.partition_prior is not None,
-    lambda dataset, config, hints: GOGraphSource(
-        dataset,
-        config.machine,
-        hints,
-        levels=config.policy.levels,
-        compiler_fusion=config.compiler_fusion,
-        hint_fusion=config.policy.places_fused,
-    ),  # fmt: skip
-    GOTrainer,
-    _validate,
-)
-"""GO's pieces for `train_gdp.run_training`."""
-
-
-def train(
-    config: GOTrainConfig,
-    run_dir: str | Path,
-    resume: bool = False,
-    progress: Callable[[dict[str, float]], None] | None = None,
-    ray_address: str | None = None,
-    phase: Phase = unwatched,
-) -> RunState:
-    """Trains a GO policy as `config` says, into `run_dir` (files and errors as GDP's `train`)."""
-    return run_training(config, run_dir, resume, progress, ray_address, GO_SYSTEM, phase)
+SYSTEM = GOSystem()
+"""GO's system (`training.SYSTEMS['go']`)."""

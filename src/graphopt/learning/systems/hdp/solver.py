@@ -7,7 +7,7 @@ the groups in order, each group read as the mean features of its member ops and 
 every group a softmax over the d devices and each group samples its device. Every op runs on
 its group's device. Grouping first keeps the placer's sequence short (G, not n_ops), which is
 what let HDP place graphs of tens of thousands of ops. The reward of a placement is GDP's,
-`-sqrt(makespan / reference)` (`envs.placement`: GO's ready-queue schedule, scored exactly),
+`-sqrt(makespan / reference)` (`learning.placement`: GO's ready-queue schedule, scored exactly),
 the negative square-root runtime HDP uses; the baseline is an exponential moving average of the
 mean sampled reward, and both networks are trained jointly with one Adam optimizer. There is no
 pre-training, so the search starts from near-uniform placements on every graph.

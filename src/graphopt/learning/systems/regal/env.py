@@ -20,12 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, get_args
 
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.datasets import Dataset
+from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.learning.features import (
     FEATURE_EVALUATIONS,
@@ -33,6 +35,7 @@ from graphopt.learning.features import (
     GraphFeatures,
     build_features,
 )
+from graphopt.learning.graphs import GraphCache
 from graphopt.learning.systems.regal.actions import ActionConfig, gene_distributions
 from graphopt.solvers.base import Budget, BudgetExhausted, Problem, SolverError, Tracker
 from graphopt.solvers.beta_tables import BetaSampler
@@ -234,23 +237,17 @@ class RolloutEnv:
     def __init__(self, spec: EnvSpec) -> None:
         self.spec = spec
         self.machine = Machine(n_devices=spec.n_devices)
-        self._datasets: dict[str, Dataset] = {}
-        self._runs: dict[tuple[str, int], tuple[Problem, FeatureRun]] = {}
+        self._runs = GraphCache(partial(Dataset.open, spec.dataset), self._feature_run)
 
     def feature_run(self, split: str, index: int) -> tuple[Problem, FeatureRun]:
         """The problem of a graph and its (cached, seeded) feature run."""
-        key = (split, index)
-        if key not in self._runs:
-            if split not in self._datasets:
-                self._datasets[split] = Dataset.open(self.spec.dataset, split)
-            problem = Problem(self._datasets[split][index], self.machine, self.spec.objective)
-            tracker = Tracker(problem, Budget(evaluations=self.spec.feature_evaluations))
-            rng = np.random.default_rng(FEATURE_SEED + index)
-            self._runs[key] = (
-                problem,
-                compute_features(problem, tracker, rng, self.spec.feature_evaluations),
-            )
-        return self._runs[key]
+        return self._runs.get(split, index)
+
+    def _feature_run(self, _split: str, index: int, graph: Graph) -> tuple[Problem, FeatureRun]:
+        problem = Problem(graph, self.machine, self.spec.objective)
+        tracker = Tracker(problem, Budget(evaluations=self.spec.feature_evaluations))
+        rng = np.random.default_rng(FEATURE_SEED + index)
+        return problem, compute_features(problem, tracker, rng, self.spec.feature_evaluations)
 
     def features(self, item: tuple[str, int]) -> GraphFeatures:
         """Features of the graph (split, index)."""

@@ -39,17 +39,13 @@ from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import (
     Phase,
     RunConfig,
-    RunLog,
     RunState,
     check_finite,
     check_resumable,
     config_path,
-    open_run,
     run_record,
-    run_steps,
     training_graphs,
     unwatched,
-    write_config,
 )
 from graphopt.learning.saving import save_checkpoint
 from graphopt.learning.systems.regal.checkpoints import policy_record, read_run_checkpoint
@@ -72,7 +68,8 @@ from graphopt.learning.systems.regal.network import (
     log_probability,
     sample_actions,
 )
-from graphopt.learning.systems.regal.records import MAX_FEATURE_EVALUATIONS
+from graphopt.learning.systems.regal.records import MAX_FEATURE_EVALUATIONS, REGAL_FORMAT
+from graphopt.learning.training import Run, Session, System
 from graphopt.learning.workers import Workers, make_workers
 from graphopt.solvers.base import Objective
 
@@ -299,79 +296,6 @@ LOG_COLUMNS = (
     "validation_reward",
     "validation_improvement_pct",
 )
-
-
-def train(
-    config: TrainConfig,
-    run_dir: str | Path,
-    resume: bool = False,
-    ray_address: str | None = None,
-    progress: Callable[[dict[str, float]], None] | None = None,
-    phase: Phase = unwatched,
-) -> RunState:
-    """Trains a policy as `config` says, writing checkpoints and logs into `run_dir`.
-
-    Files: config.json, log.csv, tensorboard/ (the log's rows as scalars), last.pt
-    (resumable), best.pt (best validation; a shippable policy), and per validation
-    validations/step-N.npz and snapshots/step-N.pt (`_keep_validation`). Returns the final
-    run state. `progress` gets every logged row, `phase` what takes seconds besides the steps.
-
-    Raises:
-        TrainingError: bad config, an existing run without `resume` (or `resume` without
-            one, or a resumed run with another config), or non-finite values (the last good
-            checkpoint is kept).
-    """
-    run_dir, last = open_run(run_dir, resume)
-    torch.manual_seed(config.run.seed)
-    network = RegalPolicy(config.policy)
-    optimizer = config.optimizer.optimizer(network.parameters())
-    state = RunState()
-    if resume:
-        state = _restore(last, config, network, optimizer)
-    write_config(run_dir, config)
-
-    dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
-    spec = EnvSpec(
-        str(dataset),
-        config.policy.n_devices,
-        config.objective,
-        config.search,
-        config.feature_evaluations,
-        config.policy.actions,
-        config.inner,
-    )
-    rollouts = make_workers(partial(RolloutEnv, spec), config.run.workers, ray_address)
-    log = RunLog(run_dir, LOG_COLUMNS, state.step if resume else None)
-    try:
-        train_set = prepare_graphs(
-            rollouts, dataset, "train", train_ids, config.rollouts.train_evaluations, config, phase
-        )
-        valid_set = prepare_graphs(
-            rollouts,
-            dataset,
-            "valid",
-            valid_ids,
-            config.rollouts.validation_evaluations,
-            config,
-            phase,
-        )
-        return run_steps(
-            state,
-            config.run.cadence,
-            lambda step: _step(config, network, optimizer, rollouts, train_ids, train_set, step),
-            lambda step: _validation_row(
-                step,
-                _keep_validation(run_dir, step, network, rollouts, valid_ids, valid_set, config),
-            ),
-            lambda state: _save_policy(run_dir / "best.pt", network, config, state),
-            lambda state: _save_run(last, network, optimizer, config, state),
-            log,
-            progress,
-            phase,
-        )
-    finally:
-        log.close()
-        rollouts.close()
 
 
 def prepare_graphs(
@@ -607,31 +531,95 @@ def validate(
     return relative_rewards(values, references)
 
 
-def _save_policy(path: Path, network: RegalPolicy, config: TrainConfig, state: RunState) -> None:
-    record = policy_record(
-        network, config.objective, config.search, config.feature_evaluations, config.inner
-    )
-    record["metadata"] = {
-        "train_config": json.dumps(asdict(config)),
-        "step": state.step,
-        "validation_reward": state.best_validation,
-        "validation_improvement_pct": 100.0 * (state.best_validation + 1.0),
-    }
-    save_checkpoint(path, record)
+class RegalSystem(System):
+    """REGAL (and GAS, IDRS) for the training skeleton, with REGAL's checkpoint records.
+
+    Files besides the skeleton's: per validation validations/step-N.npz and snapshots/step-N.pt
+    (`_keep_validation`).
+    """
+
+    name = "regal"
+    form = REGAL_FORMAT
+    log_columns = LOG_COLUMNS
+    config_class = TrainConfig
+
+    def network(self, config: Any) -> torch.nn.Module:
+        """The untrained policy network."""
+        return RegalPolicy(config.policy)
+
+    def start(self, run: Run) -> Session:
+        """The rollout workers, with the training and validation graphs prepared on them."""
+        config, network, optimizer, run_dir, phase = (
+            run.config, run.network, run.optimizer, run.run_dir, run.phase,
+        )  # fmt: skip
+        dataset, train_ids, valid_ids = training_graphs(config.dataset, run_dir, config.run, phase)
+        spec = EnvSpec(
+            str(dataset),
+            config.policy.n_devices,
+            config.objective,
+            config.search,
+            config.feature_evaluations,
+            config.policy.actions,
+            config.inner,
+        )
+        rollouts = make_workers(partial(RolloutEnv, spec), config.run.workers, run.ray_address)
+        try:
+            train_set = prepare_graphs(
+                rollouts, dataset, "train", train_ids, config.rollouts.train_evaluations, config,
+                phase,
+            )  # fmt: skip
+            valid_set = prepare_graphs(
+                rollouts, dataset, "valid", valid_ids, config.rollouts.validation_evaluations,
+                config, phase,
+            )  # fmt: skip
+        except BaseException:
+            rollouts.close()
+            raise
+        return Session(
+            lambda step: _step(config, network, optimizer, rollouts, train_ids, train_set, step),
+            lambda step: _validation_row(
+                step,
+                _keep_validation(run_dir, step, network, rollouts, valid_ids, valid_set, config),
+            ),
+            rollouts.close,
+        )
+
+    def save(
+        self,
+        path: Path,
+        network: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+        config: Any,
+        state: RunState,
+    ) -> None:
+        """best.pt: REGAL's policy record with the run's metadata; last.pt: with the run too."""
+        record = policy_record(
+            network, config.objective, config.search, config.feature_evaluations, config.inner
+        )
+        if optimizer is None:
+            record["metadata"] = {
+                "train_config": json.dumps(asdict(config)),
+                "step": state.step,
+                "validation_reward": state.best_validation,
+                "validation_improvement_pct": 100.0 * (state.best_validation + 1.0),
+            }
+        else:
+            record.update(train_config=json.dumps(asdict(config)), **run_record(optimizer, state))
+        save_checkpoint(path, record)
+
+    def restore(
+        self,
+        path: Path,
+        config: Any,
+        network: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+    ) -> RunState:
+        """The run state of REGAL's last.pt, its config (either layout) checked against ours."""
+        return _restore(path, config, network, optimizer)
 
 
-def _save_run(
-    path: Path,
-    network: RegalPolicy,
-    optimizer: torch.optim.Optimizer,
-    config: TrainConfig,
-    state: RunState,
-) -> None:
-    record = policy_record(
-        network, config.objective, config.search, config.feature_evaluations, config.inner
-    )
-    record.update(train_config=json.dumps(asdict(config)), **run_record(optimizer, state))
-    save_checkpoint(path, record)
+SYSTEM = RegalSystem()
+"""REGAL's system (`training.SYSTEMS['regal']`)."""
 
 
 def _restore(
