@@ -52,6 +52,19 @@ class CheckpointFormat:
             raise ValueError(f"a checkpoint format tag starts with {PREFIX!r} and is required")
 
 
+def run_format(tag: str, what: str, fields: tuple[str, ...]) -> CheckpointFormat:
+    """The format of a system that the training skeleton saves (`runs.save_run`).
+
+    Its own `fields` (its network's config, its machine) beside every run's: the weights, the
+    training config and the best validation so far; a run's last.pt adds the optimizer's state,
+    the seconds and the log.
+    """
+    common = ("model_state", "train_config", "step", "best_validation", "best_step")
+    return CheckpointFormat(
+        tag, what, ("format", *fields, *common), ("optimizer_state", "seconds", "history")
+    )
+
+
 def check_envelope(record: Any, path: str | Path, form: CheckpointFormat) -> dict[str, Any]:
     """The record of a checkpoint file, if it is one of `form` with exactly its field names.
 

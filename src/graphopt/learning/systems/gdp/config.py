@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from graphopt.configs import FieldError
 from graphopt.costmodels.machine import Machine
-from graphopt.learning.formats import CheckpointFormat
+from graphopt.learning.formats import run_format
 from graphopt.learning.objectives.ppo import PPOConfig
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.placement.env import check_schedulers
@@ -73,21 +73,7 @@ class GDPConfig:
             raise FieldError("heads", f"must divide hidden ({self.hidden}), got {self.heads}")
 
 
-GDP_FORMAT = CheckpointFormat(
-    "graphopt.gdp-policy/1",
-    "GDP policy",
-    (
-        "format",
-        "policy_config",
-        "machine",
-        "model_state",
-        "train_config",
-        "step",
-        "best_validation",
-        "best_step",
-    ),
-    ("optimizer_state", "seconds", "history"),
-)
+GDP_FORMAT = run_format("graphopt.gdp-policy/1", "GDP policy", ("policy_config", "machine"))
 """GDP checkpoints: the policy with its machine and training config, and a training run's state
 with them (last.pt)."""
 

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from graphopt.configs import FieldError
 from graphopt.costmodels.machine import Machine
-from graphopt.learning.formats import CheckpointFormat
+from graphopt.learning.formats import run_format
 from graphopt.learning.objectives.ppo import PPOConfig
 from graphopt.learning.optim import AdamConfig
 from graphopt.learning.runs import RunConfig, TrainingConfig
@@ -68,20 +68,8 @@ class GFlowNetConfig:
             )
 
 
-GFLOWNET_FORMAT = CheckpointFormat(
-    "graphopt.gflownet-policy/1",
-    "GFlowNet policy",
-    (
-        "format",
-        "policy_config",
-        "proxy",
-        "model_state",
-        "train_config",
-        "step",
-        "best_validation",
-        "best_step",
-    ),
-    ("optimizer_state", "seconds", "history"),
+GFLOWNET_FORMAT = run_format(
+    "graphopt.gflownet-policy/1", "GFlowNet policy", ("policy_config", "proxy")
 )
 """GFlowNet checkpoints: the policy with its proxy machine and training config, and a training
 run's state with them (last.pt)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from graphopt.configs import FieldError
-from graphopt.learning.formats import CheckpointFormat
+from graphopt.learning.formats import run_format
 from graphopt.learning.systems.gdp.config import GDPConfig, TrainConfig
 
 TASKS = ("placement", "scheduling", "fusion")
@@ -104,21 +104,7 @@ class GOConfig:
         return len(self.stages) == 1 and len(self.tasks) > 1
 
 
-GO_FORMAT = CheckpointFormat(
-    "graphopt.go-policy/1",
-    "GO policy",
-    (
-        "format",
-        "policy_config",
-        "machine",
-        "model_state",
-        "train_config",
-        "step",
-        "best_validation",
-        "best_step",
-    ),
-    ("optimizer_state", "seconds", "history"),
-)
+GO_FORMAT = run_format("graphopt.go-policy/1", "GO policy", ("policy_config", "machine"))
 """GO checkpoints, as GDP's (the policy, its machine and training config, and last.pt's state)."""
 
 
