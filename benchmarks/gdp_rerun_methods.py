@@ -18,9 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
-from graphopt.evaluation import gdp_bench, gdp_fig5
 from graphopt.evaluation.bench import write_csv
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
+from graphopt.papers import gdp, gdp_fig5
 
 
 def rerun(folder: Path, methods: tuple[str, ...]) -> None:
@@ -37,7 +37,7 @@ def rerun(folder: Path, methods: tuple[str, ...]) -> None:
             policy = folder / "runs" / f"without-{family}" / "best.pt"
             runs = [(str(policy), ("gdp-zero-shot",)), (None, ("gdp-zero-shot",))]
         for index, (policy, names) in enumerate(runs):
-            found = gdp_bench.run_table1([graph], devices, names, policy=policy)
+            found = gdp.run_table1([graph], devices, names, policy=policy)
             for row in found:
                 if fig5:
                     row["family"] = family
@@ -50,8 +50,8 @@ def rerun(folder: Path, methods: tuple[str, ...]) -> None:
     order = {(r.get("family"), r["graph"], r["devices"]): i for i, r in enumerate(rows)}
     rows = sorted(kept + fresh, key=lambda r: order[r.get("family"), r["graph"], r["devices"]])
     summary = (folder / "summary.md").read_text().split("\n\n", 2)
-    module = gdp_fig5 if fig5 else gdp_bench
-    text = module.markdown(rows) if fig5 else module.markdown(rows, gdp_bench.HELD_OUT)
+    module = gdp_fig5 if fig5 else gdp
+    text = module.markdown(rows) if fig5 else module.markdown(rows, gdp.HELD_OUT)
     (folder / "summary.md").write_text(f"{summary[0]}\n\n{summary[1]}\n\n{text}\n")
     (folder / "runs.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
     write_csv(folder / "runs.csv", rows)

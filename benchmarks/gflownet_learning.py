@@ -25,13 +25,13 @@ from rich.table import Table
 
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
-from graphopt.evaluation.gflownet_bench import list_scheduling_schedules
 from graphopt.evaluation.metrics import mean_with_ci
 from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.systems.gflownet.config import TrainConfig
 from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
 from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.systems.gflownet.solver import load_gflownet_policy
+from graphopt.papers.gflownet import list_scheduling_schedules
 from graphopt.solvers.base import Objective, Problem
 
 

@@ -5,7 +5,7 @@
 
 What pl+sch+fu can find and pl|sch|fu cannot (GO fig. 6's 7.8 % bar) is a change of one task
 that pays only beside a change of another. This runs GO-one's centred search
-(`go_bench.centred_trainer`: pl+sch+fu, fusion searched, about `explore` changed decisions per
+(`papers.go.centred_trainer`: pl+sch+fu, fusion searched, about `explore` changed decisions per
 task and sample) and takes apart every move of its incumbent: each task's changes are applied
 alone to the old incumbent and scored exactly. Gains are log(old makespan / new makespan). A
 move is joint when its best single task's gain is under half of its whole gain: the improvement
@@ -21,11 +21,11 @@ import argparse
 import numpy as np
 
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
-from graphopt.evaluation.go_bench import FIG6_MODELS, centred_trainer
 from graphopt.evaluation.metrics import mean_with_ci
 from graphopt.ir.graph import Graph
 from graphopt.learning.systems.go.config import TASKS
 from graphopt.learning.systems.go.env import GOEnv
+from graphopt.papers.go import FIG6_MODELS, centred_trainer
 
 
 def moves(graph: Graph, devices: int, seed: int, steps: int, explore: float):

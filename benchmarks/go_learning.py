@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
-from graphopt.evaluation.go_bench import SAMPLES, go_solver, solve, template
 from graphopt.evaluation.metrics import gain_line
 from graphopt.learning.runs import RunState
 from graphopt.learning.systems.go.config import GOTrainConfig
 from graphopt.learning.systems.go.network import GOPolicy
 from graphopt.learning.systems.go.train import SYSTEM
+from graphopt.papers.go import SAMPLES, go_solver, solve, template
 
 
 def untrained_start(folder: Path, prior: float) -> str:

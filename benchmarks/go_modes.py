@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
-from graphopt.evaluation.go_bench import FIG6_MODELS, SAMPLES, go_solver, solve, template
 from graphopt.evaluation.metrics import gain_line
 from graphopt.learning.systems.go.config import MODES
+from graphopt.papers.go import FIG6_MODELS, SAMPLES, go_solver, solve, template
 
 
 def main() -> None:

@@ -24,9 +24,9 @@ import argparse
 import numpy as np
 
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
-from graphopt.evaluation.go_bench import centred_trainer
 from graphopt.evaluation.metrics import gain_line
 from graphopt.ir.graph import Graph
+from graphopt.papers.go import centred_trainer
 
 
 def run(graph: Graph, devices: int, seed: int, steps: int, explore: float, learn: bool):

@@ -19,6 +19,16 @@ BASE = {"graphopt", "errors", "_messages", "limits", "progress", "configs"}
 """Modules every layer may import: errors, messages, limits, progress bars, the config loader,
 the version."""
 _MODELS = BASE | {"ir", "costmodels"}
+_EVALUATION = _MODELS | {
+    "importers",
+    "solvers",
+    "optimize",
+    "datasets",
+    "learning",
+    "pictures",
+    "execution",
+}
+"""What `evaluation` may import; `papers` may import it too, and `evaluation` itself."""
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "_messages": {"errors"},
@@ -36,8 +46,8 @@ ALLOWED: dict[str, set[str]] = {
     "api": _MODELS | {"importers", "solvers", "optimize", "execution"},
     "warmup": _MODELS | {"solvers", "optimize"},
     "pictures": _MODELS,
-    "evaluation": _MODELS
-    | {"importers", "solvers", "optimize", "datasets", "learning", "pictures", "execution"},
+    "evaluation": _EVALUATION,
+    "papers": _EVALUATION | {"evaluation"},
     "cli": _MODELS
     | {
         "importers",
@@ -46,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
         "datasets",
         "learning",
         "evaluation",
+        "papers",
         "warmup",
         "pictures",
         "execution",
@@ -224,3 +235,7 @@ def test_importing_a_solver_loads_no_trainer() -> None:
             continue
         loaded = nx.descendants(imports, f"{SYSTEMS}.{name}.solver")
         assert not [m for m in loaded if m.endswith(".train")], name
+
+
+def test_evaluation_imports_no_system() -> None:
+    assert [(a, b) for a, b in _imports().edges if _layer(a) == "evaluation" and _system(b)] == []

@@ -11,7 +11,11 @@ from typer.testing import CliRunner
 from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
 from graphopt.errors import GraphoptError
-from graphopt.evaluation.gdp_bench import (
+from graphopt.ir.generators import generate
+from graphopt.learning.placement.env import PlacementEnv
+from graphopt.learning.placement.hint import partition_hint
+from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
+from graphopt.papers.gdp import (
     METHODS,
     GDPBench,
     gains,
@@ -19,10 +23,6 @@ from graphopt.evaluation.gdp_bench import (
     markdown,
     run_table1,
 )
-from graphopt.ir.generators import generate
-from graphopt.learning.placement.env import PlacementEnv
-from graphopt.learning.placement.hint import partition_hint
-from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
 from graphopt.solvers.base import Budget, Problem
 
 runner = CliRunner()

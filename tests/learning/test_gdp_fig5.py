@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 
 from graphopt.cli import app
 from graphopt.errors import GraphoptError
-from graphopt.evaluation.gdp_fig5 import METHODS, SHIPPED, GDPFig5Bench, markdown, plot, run_fig5
 from graphopt.ir.generators import generate
 from graphopt.learning.runs import RunConfig
 from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig, TrainConfig
+from graphopt.papers.gdp_fig5 import METHODS, SHIPPED, GDPFig5Bench, markdown, plot, run_fig5
 
 runner = CliRunner()
 

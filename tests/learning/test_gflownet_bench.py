@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
-from graphopt.evaluation.gflownet_bench import (
+from graphopt.ir.generators import generate
+from graphopt.papers.gflownet import (
     FAMILIES,
     GFlowNetBench,
     brkga_schedules,
@@ -21,7 +22,6 @@ from graphopt.evaluation.gflownet_bench import (
     summarize,
     target_models,
 )
-from graphopt.ir.generators import generate
 from graphopt.solvers.base import Objective, Problem
 from learned import save_untrained_gflownet
 
@@ -109,10 +109,10 @@ def test_the_real_world_suite_trains_on_zoo_graphs_and_tests_on_unseen_ones(
     monkeypatch, tmp_path
 ) -> None:
     from graphopt.datasets import ZooSource
-    from graphopt.evaluation import gflownet_bench
+    from graphopt.papers import gflownet
 
-    monkeypatch.setattr(gflownet_bench, "REAL_TRAIN", (ZooSource("wavenet-tiny"),))
-    monkeypatch.setattr(gflownet_bench, "REAL_TEST", (ZooSource("vit-tiny"),))
+    monkeypatch.setattr(gflownet, "REAL_TRAIN", (ZooSource("wavenet-tiny"),))
+    monkeypatch.setattr(gflownet, "REAL_TEST", (ZooSource("vit-tiny"),))
     config = tmp_path / "tiny.json"
     config.write_text(
         json.dumps(

@@ -374,7 +374,7 @@ def test_a_graph_without_fusion_classes_says_fusion_was_skipped(go_policy) -> No
 
 def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> None:
     from graphopt.evaluation.fusion_bench import zoo_training_graphs
-    from graphopt.evaluation.go_bench import (
+    from graphopt.papers.go import (
         DEFAULT,
         ZERO_SHOT,
         fig6_summary,
@@ -458,7 +458,7 @@ def test_the_train_and_optimize_commands(go_policy, tmp_path) -> None:
 
 
 def test_sa_time_gives_the_annealing_baseline_20x_go_ones_wall_time(tmp_path, monkeypatch):
-    from graphopt.evaluation import go_bench
+    from graphopt.papers import go as go_bench
     from graphopt.solvers.registry import make_solver
 
     rate = go_bench.search_rate(toy_graph(), 2, make_solver("go-anneal"), 0)
@@ -491,7 +491,7 @@ def test_sa_time_is_refused_outside_the_go_suites(tmp_path) -> None:
 
 
 def test_the_benchmarks_centred_search_starts_at_the_fused_hint_and_keeps_its_best() -> None:
-    from graphopt.evaluation.go_bench import centred_trainer
+    from graphopt.papers.go import centred_trainer
 
     trainer = centred_trainer(toy_graph(), 2, seed=0, steps=2, explore=1.0)
     env = trainer.graphs.env("train", 0)

@@ -32,15 +32,15 @@ GFLOWNET_SUITES = (
     "gflownet-temperature",
     "gflownet-losses",
 )
-"""Paper 004's tables 1-3 and figures 3-4 (`graphopt.evaluation.gflownet_bench`)."""
+"""Paper 004's tables 1-3 and figures 3-4 (`graphopt.papers.gflownet`)."""
 FUSION_SUITE = "fusion-table3"
 """Paper 002's table 3: fusion policies over no fusion (`graphopt.evaluation.fusion_bench`)."""
 GDP_SUITE = "gdp-table1"
-"""Paper 003's tables 1-2: placement (`graphopt.evaluation.gdp_bench`)."""
+"""Paper 003's tables 1-2: placement (`graphopt.papers.gdp`)."""
 GDP_FIG5_SUITE = "gdp-fig5"
 GO_SUITES = ("go-fig6", "go-table3")
-"""Paper 002's fig. 6 (modes) and table 3 (fusion) for GO (`graphopt.evaluation.go_bench`)."""
-"""Paper 002's fig. 5 for placement: held-out families (`graphopt.evaluation.gdp_fig5`)."""
+"""Paper 002's fig. 6 (modes) and table 3 (fusion) for GO (`graphopt.papers.go`)."""
+"""Paper 002's fig. 5 for placement: held-out families (`graphopt.papers.gdp_fig5`)."""
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -236,7 +236,7 @@ def bench(
         return
     seeds = 1 if seeds is None else seeds
     if suite in GFLOWNET_SUITES:
-        from graphopt.evaluation.gflownet_bench import GFlowNetBench
+        from graphopt.papers.gflownet import GFlowNetBench
 
         settings = GFlowNetBench(
             seeds,
@@ -370,7 +370,7 @@ def _bench_gdp(
     as_json: bool,
 ) -> None:
     """`bench gdp-table1`: GDP-one, fine-tuned and zero-shot GDP against the placement baselines."""
-    from graphopt.evaluation.gdp_bench import GDPBench
+    from graphopt.papers.gdp import GDPBench
 
     defaults = GDPBench()
     if capacity is not None:
@@ -403,7 +403,7 @@ def _bench_go(
     as_json: bool,
 ) -> None:
     """`bench go-fig6` and `bench go-table3`: GO's modes, and its fusion against SA's."""
-    from graphopt.evaluation.go_bench import GOFig6Bench, GOTable3Bench
+    from graphopt.papers.go import GOFig6Bench, GOTable3Bench
 
     kind = GOFig6Bench if suite == "go-fig6" else GOTable3Bench
     defaults = kind()
@@ -426,7 +426,7 @@ def _bench_gdp_fig5(
     as_json: bool,
 ) -> None:
     """`bench gdp-fig5`: pre-train without each family, then zero-shot and fine-tune on it."""
-    from graphopt.evaluation.gdp_fig5 import GDPFig5Bench
+    from graphopt.papers.gdp_fig5 import GDPFig5Bench
 
     defaults = GDPFig5Bench()
     settings = GDPFig5Bench(

@@ -38,10 +38,10 @@ from graphopt.costmodels.machine import Machine
 from graphopt.errors import GraphoptError
 from graphopt.evaluation.bench import pyplot, write_csv
 from graphopt.evaluation.fusion_bench import checked_score, zoo_training_graphs
-from graphopt.evaluation.gdp_bench import BANDWIDTH, LATENCY
 from graphopt.evaluation.metrics import gain_line
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
+from graphopt.papers.gdp import BANDWIDTH, LATENCY
 from graphopt.solvers.base import Budget, Objective, Problem, Result, Solver
 from graphopt.solvers.bounds import fused_makespan_lower_bound
 from graphopt.solvers.fusion import anneal_fusion, default_fusion

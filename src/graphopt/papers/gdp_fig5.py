@@ -2,15 +2,15 @@
 
 For each model family, a GDP policy is pre-trained with the shipped training config on the
 shipped training set's zoo graphs minus that family's, then evaluated on the family's table-1
-graphs (`gdp_bench.MODELS`) on 2, 4 and 8 devices under the table-1 machine and capacity:
-zero-shot (its most likely placement and samples), fine-tuned for `gdp_bench.FINETUNE_STEPS`
+graphs (`gdp.MODELS`) on 2, 4 and 8 devices under the table-1 machine and capacity:
+zero-shot (its most likely placement and samples), fine-tuned for `gdp.FINETUNE_STEPS`
 PPO steps, and beside them GDP-one (trained on the graph alone), the human expert, `gp-metis`
 and the hint, and the shipped policy's zero-shot (pre-trained on every family,
 the held-out one included): the gap between the two zero-shots is what holding a family out
 costs. Families are held out whole: the transformer family is gpt2, bert and vit; the RNN
 family, both LSTM models. Pre-training runs are kept in `folder/runs/` and resumed, so a rerun
 only evaluates; their logs are copied to `folder/logs/`. Every solution is re-scored
-(`gdp_bench.run_table1`).
+(`gdp.run_table1`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ import numpy as np
 from graphopt.errors import GraphoptError
 from graphopt.evaluation.bench import pyplot, write_csv
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
-from graphopt.evaluation.gdp_bench import (
+from graphopt.ir.graph import Graph
+from graphopt.ir.io import write_graph
+from graphopt.papers.gdp import (
     CAPACITY_FRACTION,
     DEVICES,
     FINETUNE_STEPS,
@@ -39,8 +41,6 @@ from graphopt.evaluation.gdp_bench import (
     ms,
     run_table1,
 )
-from graphopt.ir.graph import Graph
-from graphopt.ir.io import write_graph
 
 if TYPE_CHECKING:
     from graphopt.learning.systems.gdp.config import TrainConfig
@@ -118,7 +118,7 @@ def run_fig5(
     shipped: str | None = None,
     progress: Progress | None = None,
 ) -> list[dict[str, Any]]:
-    """Rows of `gdp_bench.run_table1` for every family, each with a `family` field.
+    """Rows of `gdp.run_table1` for every family, each with a `family` field.
 
     Args:
         folder: graph files (graphs/) and pre-training runs (runs/, resumed when present).
