@@ -61,6 +61,7 @@ class GDPSolverConfig:
             raise SolverError(f"samples must be >= 0, got {self.samples}")
 
 
+@cache
 def load_system_checkpoint(
     path: str,
     form: CheckpointFormat,
@@ -69,6 +70,8 @@ def load_system_checkpoint(
     network_config: type,
 ) -> tuple[Any, dict, Any]:
     """A PPO system's checkpoint: network config, checked weights and training config.
+
+    Read once per process: a compiler solves many graphs with one policy.
 
     Args:
         path: the checkpoint.
@@ -87,14 +90,13 @@ def load_system_checkpoint(
     return config, state, trained
 
 
-@cache
 def load_gdp_checkpoint(path: str) -> tuple[GDPConfig, dict, TrainConfig]:
-    """A GDP checkpoint's network config, weights and training config (read once per process).
+    """A GDP checkpoint's network config, weights and training config (`load_system_checkpoint`).
 
     Raises:
         CheckpointError: not a GDP checkpoint, or malformed.
     """
-    return load_system_checkpoint(path, GDP_FORMAT, TrainConfig.from_dict, GDPPolicy, GDPConfig)
+    return GDP()._load(path)
 
 
 class GDP(Solver):
@@ -107,13 +109,20 @@ class GDP(Solver):
     name = "gdp"
     objectives = frozenset({Objective.MAKESPAN})
     network: Callable[[Any], GDPPolicy] = GDPPolicy
+    network_config: type = GDPConfig
+    trained_config: Any = TrainConfig
+    form = GDP_FORMAT
+    """The system's checkpoints: their format, network and training config."""
 
     def __init__(self, config: GDPSolverConfig | None = None) -> None:
         self.config = config or GDPSolverConfig()
 
     def _load(self, path: str) -> tuple[Any, dict, Any]:
         """(network config, weights, training config) of a checkpoint of this system."""
-        return load_gdp_checkpoint(path)
+        cls = type(self)
+        return load_system_checkpoint(
+            path, cls.form, cls.trained_config.from_dict, cls.network, cls.network_config
+        )
 
     def _readable(self, path: str) -> tuple[Any, dict, Any]:
         """`_load`, with an unreadable checkpoint refused as a SolverError naming it."""

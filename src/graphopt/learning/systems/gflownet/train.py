@@ -132,18 +132,14 @@ def _step(
     speedups = sampled.schedules.speedups(scorer)
     log_r = torch.from_numpy(log_reward(speedups, config.policy.n_devices, sigma)).float()
     zeta = log_r + sampled.log_pb - sampled.log_pf
-    if not replayed:
-        loss = _gflownet_loss(
-            config,
-            network,
-            graph,
-            graphs.machine,
-            masks,
-            sigma,
-            log_r,
-            sampled.log_pf,
-            sampled.log_pb,
+
+    def loss_of(rewards: torch.Tensor, log_pf: torch.Tensor, log_pb: torch.Tensor) -> torch.Tensor:
+        return _gflownet_loss(
+            config, network, graph, graphs.machine, masks, sigma, rewards, log_pf, log_pb
         )
+
+    if not replayed:
+        loss = loss_of(log_r, sampled.log_pf, sampled.log_pb)
         losses, norms = (
             [float(loss.detach())],
             [clipped_step(network, optimizer, loss, step, config.optimizer.grad_clip)],
@@ -154,17 +150,7 @@ def _step(
             replay = replay_trajectories(
                 network, graph, graphs.machine, sampled.actions[index], sigma, masks
             )
-            loss = _gflownet_loss(
-                config,
-                network,
-                graph,
-                graphs.machine,
-                masks,
-                sigma,
-                log_r[index],
-                replay.log_pf.sum(dim=1),
-                sampled.log_pb[index],
-            )
+            loss = loss_of(log_r[index], replay.log_pf.sum(dim=1), sampled.log_pb[index])
             losses.append(float(loss.detach()))
             norms.append(clipped_step(network, optimizer, loss, step, config.optimizer.grad_clip))
     return {

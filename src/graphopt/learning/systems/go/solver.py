@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 
 import numpy as np
 import torch
 
 from graphopt.ir.solution import Solution
-from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig, load_system_checkpoint
+from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
 from graphopt.learning.systems.go.config import GO_FORMAT, MODES, TASKS, GOConfig, GOTrainConfig
 from graphopt.learning.systems.go.env import (
     GOEnv,
@@ -65,16 +64,6 @@ class GOSolverConfig(GDPSolverConfig):
             raise SolverError(f"explore must be in (0, 1e6] decisions, got {self.explore}")
 
 
-@cache
-def load_go_checkpoint(path: str) -> tuple[GOConfig, dict, GOTrainConfig]:
-    """A GO checkpoint's network config, weights and training config (read once per process).
-
-    Raises:
-        CheckpointError: not a GO checkpoint, or malformed.
-    """
-    return load_system_checkpoint(path, GO_FORMAT, GOTrainConfig.from_dict, GOPolicy, GOConfig)
-
-
 class GO(GDP):
     """Placement, order and fusion from a trained GO policy, zero-shot or fine-tuned.
 
@@ -84,14 +73,13 @@ class GO(GDP):
 
     name = "go"
     network = GOPolicy
+    network_config = GOConfig
+    trained_config = GOTrainConfig
+    form = GO_FORMAT
     config: GOSolverConfig
 
     def __init__(self, config: GOSolverConfig | None = None) -> None:
         self.config = config or GOSolverConfig()
-
-    def _load(self, path: str) -> tuple[GOConfig, dict, GOTrainConfig]:
-        """(network config, weights, training config) of a GO checkpoint."""
-        return load_go_checkpoint(path)
 
     def _check(self, path: str, config: GOConfig, problem: Problem) -> None:
         """Refuses another mode than requested, or fusion without a fusion head, naming both."""
