@@ -18,8 +18,8 @@ import argparse
 import json
 from pathlib import Path
 
-from graphopt.evaluation.bench import write_csv
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
+from graphopt.evaluation.reports import write_csv
 from graphopt.papers import gdp, gdp_fig5
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from graphopt.evaluation.bench import pyplot
 from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.reports import pyplot
 
 
 def validations(run: Path) -> dict[int, np.ndarray]:

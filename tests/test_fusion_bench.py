@@ -24,7 +24,8 @@ from graphopt.evaluation.fusion_bench import (
     write_report,
 )
 from graphopt.ir.generators import generate
-from graphopt.solvers.fusion import default_fusion
+from graphopt.solvers.base import SolverError
+from graphopt.solvers.fusion import default_fusion, greedy_fusion
 from strategies import with_fusion
 
 runner = CliRunner()
@@ -101,7 +102,8 @@ def test_mean_rows_carry_a_ci_over_seeds_only_where_seeds_vary(rows) -> None:
 
 
 def test_reports_are_written(rows, tmp_path) -> None:
-    written = write_report(rows, tmp_path, "fusion", "graphopt bench fusion-table3 --budget 30")
+    report = write_report(rows, tmp_path, "fusion", "graphopt bench fusion-table3 --budget 30")
+    written = report.files
     assert sorted(p.name for p in written) == sorted(
         ["runs.csv", "summary.csv", "summary.md", "summary.json", "fusion.png"]
     )
@@ -129,3 +131,30 @@ def test_cli_runs_the_suite_on_one_zoo_graph(tmp_path) -> None:
     assert "gpt2-tiny.training" in result.output
     result = runner.invoke(app, [*args, "--policies", "magic", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "unknown fusion policy" in result.output
+
+
+def test_a_failing_policy_is_recorded_and_the_table_goes_on(graph, monkeypatch, tmp_path) -> None:
+    from graphopt.evaluation import fusion_bench
+
+    other = dataclasses.replace(graph, name="other-fused")
+    monkeypatch.setattr(fusion_bench, "zoo_training_graphs", lambda models: [graph, other])
+
+    def greedy(graph, machine, solution, budget, seed):
+        if graph.name == "other-fused":
+            raise SolverError("greedy refuses other-fused")
+        return greedy_fusion(graph, solution)
+
+    monkeypatch.setitem(POLICIES, "greedy", fusion_bench.FusionPolicy("greedy (Inductor)", greedy))
+    args = ["bench", "fusion-table3", "--models", "any", "--devices", "2", "--budget", "20"]
+    result = runner.invoke(app, [*args, "--seeds", "1", "--out", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    line = "greedy on other-fused (2 devices, seed 0): greedy refuses other-fused"
+    assert f"failed: {line}" in result.stderr
+    assert "error: 1 of 14 runs failed; the others finished" in result.stderr  # bases too
+    folder = tmp_path / "fusion-table3"
+    with (folder / "runs.csv").open() as stream:
+        ran = [(row["graph"], row["policy"]) for row in csv.DictReader(stream)]
+    assert len(ran) == 2 * 6 - 1 and ("layered-fused", "greedy") in ran  # 6 policies a graph
+    text = (folder / "summary.md").read_text()
+    assert f"1 of 14 runs failed, left out of the metrics:\n\n- {line}\n" in text
+    assert (folder / "fusion.png").stat().st_size > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -19,6 +20,7 @@ from graphopt.evaluation.zoo_real import (
 )
 from graphopt.ir.generators import generate
 from graphopt.solvers.base import Objective
+from refusing import refusing
 
 runner = CliRunner()
 
@@ -76,3 +78,25 @@ def test_the_suite_is_real_models_of_a_few_hundred_ops() -> None:
 def test_bench_zoo_real_refuses_bad_options(args, message) -> None:
     result = runner.invoke(app, ["bench", *args])
     assert result.exit_code == 2 and message in result.stderr
+
+
+def test_a_failing_run_is_recorded_and_the_others_finish(monkeypatch, tmp_path) -> None:
+    from graphopt.evaluation import zoo_real
+
+    graphs = [
+        dataclasses.replace(generate(family, 30, seed=1), name=family)
+        for family in ("layered", "sbm")
+    ]
+    monkeypatch.setattr(zoo_real, "zoo_graphs", lambda: graphs)
+    monkeypatch.setattr(zoo_real, "make_solver", refusing(zoo_real.make_solver, "heft", "sbm"))
+    args = ["bench", "zoo-real", "--objective", "makespan", "--devices", "2", "--time", "0.2"]
+    result = runner.invoke(app, [*args, "-o", str(tmp_path), "--json"])
+    assert result.exit_code == 1, result.output
+    assert "failed: heft on sbm (2 devices, makespan): refuses sbm" in result.stderr
+    assert "runs failed; the others finished" in result.stderr
+    assert json.loads(result.stdout)["failed"] == ["heft on sbm (2 devices, makespan): refuses sbm"]
+    with (tmp_path / "zoo-real" / "runs.csv").open() as stream:
+        ran = {(row["graph"], row["solver"]) for row in csv.DictReader(stream)}
+    assert ("layered", "heft") in ran and ("sbm", "heft") not in ran and ("sbm", "auto") in ran
+    text = (tmp_path / "zoo-real" / "summary.md").read_text()
+    assert "runs failed, left out of the metrics:\n\n- heft on sbm" in text

@@ -109,3 +109,8 @@ def record_fields(
         if key not in value:
             raise error(f"{where}: missing required field '{key}'")
     return value
+
+
+def count(number: int, noun: str) -> str:
+    """`1 device`, `2 devices`: a count with its noun in the right number."""
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"

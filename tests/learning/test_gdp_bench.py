@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -24,6 +25,7 @@ from graphopt.papers.gdp import (
     run_table1,
 )
 from graphopt.solvers.base import Budget, Problem
+from refusing import refusing
 
 runner = CliRunner()
 
@@ -96,3 +98,27 @@ def test_cli_runs_the_suite_on_one_zoo_graph(tmp_path, hinted_gdp_policy) -> Non
     bad = runner.invoke(app, [*args[:2], "--capacity", "1GiB", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "--capacity-fraction" in bad.output
     assert "Traceback" not in bad.output
+
+
+def test_a_failing_method_is_recorded_and_the_table_goes_on(
+    monkeypatch, tmp_path, hinted_gdp_policy
+) -> None:
+    from graphopt.papers import gdp
+
+    graphs = [
+        dataclasses.replace(generate(family, 30, seed=2), name=f"{family}.training")
+        for family in ("layered", "sbm")
+    ]
+    monkeypatch.setattr(gdp, "zoo_training_graphs", lambda models: graphs)
+    monkeypatch.setattr(gdp, "make_solver", refusing(gdp.make_solver, "heft", "sbm.training"))
+    args = ["bench", "gdp-table1", "--models", "any", "--devices", "2", "--policy"]
+    args += [hinted_gdp_policy, "--policies", "one-device,expert,heft", "--out", str(tmp_path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    line = "heft on sbm.training (2 devices, seed 0): refuses sbm.training"
+    assert f"failed: {line}" in result.stderr
+    assert "error: 1 of 8 runs failed; the others finished" in result.stderr  # machines too
+    summary = (tmp_path / "gdp-table1" / "summary.md").read_text()
+    assert f"- {line}\n" in summary
+    rows = [row for row in summary.splitlines() if row.startswith("| sbm.training | 2 |")]
+    assert len(rows) == 1 and rows[0].endswith(" | - |")  # heft's cell, the others ran

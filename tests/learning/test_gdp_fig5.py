@@ -14,6 +14,7 @@ from graphopt.ir.generators import generate
 from graphopt.learning.runs import RunConfig
 from graphopt.learning.systems.gdp.config import GDPConfig, MachineConfig, TrainConfig
 from graphopt.papers.gdp_fig5 import METHODS, SHIPPED, GDPFig5Bench, markdown, plot, run_fig5
+from graphopt.solvers.base import SolverError
 
 runner = CliRunner()
 
@@ -97,3 +98,27 @@ def test_bad_settings_are_refused() -> None:
     result = runner.invoke(app, ["bench", "gdp-fig5", "--models", "cnn"])
     assert result.exit_code == 2
     assert "gdp-fig5: unknown or no families ['cnn']" in result.output
+
+
+def test_a_failing_pretraining_run_is_recorded_and_the_suite_goes_on(
+    monkeypatch, tmp_path, hinted_gdp_policy
+) -> None:
+    from graphopt.evaluation.suite import Failures
+    from graphopt.papers import gdp_fig5
+
+    def pretrain(base, name, paths, run_dir, steps, progress) -> Path:
+        if name == "without-layered":
+            raise SolverError("no pre-training today")
+        return Path(hinted_gdp_policy)
+
+    monkeypatch.setattr(gdp_fig5, "pretrain", pretrain)
+    failures = Failures()
+    pretraining = [_named("layered", "training", 1), _named("sbm", "training", 2)]
+    rows = run_fig5(
+        tmp_path, pretraining, FAMILIES, BASE, devices=(2,), gdp_one_steps=1, finetune=1,
+        samples=2, shipped=hinted_gdp_policy, failures=failures,
+    )  # fmt: skip
+    assert failures.lines == ["pre-training without-layered: no pre-training today"]
+    assert {r["method"] for r in rows if r["family"] == "layered"} == {SHIPPED}
+    assert {r["method"] for r in rows if r["family"] == "sbm"} == {*METHODS, SHIPPED}
+    assert "| layered | layered-5.training | 2 |" in markdown(rows)

@@ -22,7 +22,7 @@ from graphopt.papers.gflownet import (
     summarize,
     target_models,
 )
-from graphopt.solvers.base import Objective, Problem
+from graphopt.solvers.base import Objective, Problem, SolverError
 from learned import save_untrained_gflownet
 
 
@@ -96,7 +96,8 @@ def test_the_cli_runs_the_temperature_sweep_and_the_loss_curves(
         )
     )
     bench = GFlowNetBench(seeds=2, steps=3, samples=4, config=str(config))
-    lines, files = bench.run("gflownet-losses", tmp_path / "losses", "cmd", lambda _: None)
+    report = bench.run("gflownet-losses", tmp_path / "losses", "cmd", lambda _: None)
+    lines, files = report.summary, report.files
     summary = json.loads((tmp_path / "losses" / "summary.json").read_text())
     assert [row["loss"] for row in summary] == ["variance", "balance"]
     assert all(len(row["per_seed"]) == 2 for row in summary)
@@ -125,7 +126,7 @@ def test_the_real_world_suite_trains_on_zoo_graphs_and_tests_on_unseen_ones(
         )
     )
     bench = GFlowNetBench(steps=2, ppo_steps=1, samples=4, evaluations=300, config=str(config))
-    lines, _ = bench.run("gflownet-real", tmp_path / "real", "cmd", lambda _: None)
+    lines = bench.run("gflownet-real", tmp_path / "real", "cmd", lambda _: None).summary
     rows = list(csv.DictReader((tmp_path / "real" / "runs.csv").open()))
     methods = ["list-scheduling", "brkga", "gflownet", "ppo", "gflownet-synthetic"]
     assert [r["method"] for r in rows] == methods
@@ -134,3 +135,24 @@ def test_the_real_world_suite_trains_on_zoo_graphs_and_tests_on_unseen_ones(
         logged = list(csv.DictReader((tmp_path / "real" / "runs" / method / "log.csv").open()))
         sizes = {float(r["ops"]) for r in logged if r["ops"]}
         assert sizes and max(sizes) <= 45  # sub-graphs of the 69-op graph, never the test graph
+
+
+def test_a_failing_method_is_recorded_and_the_suite_goes_on(policy, monkeypatch, tmp_path) -> None:
+    from graphopt.papers import gflownet
+
+    brkga = gflownet.brkga_schedules
+
+    def refusing(problem, evaluations, seed):
+        if problem.graph.name.startswith("sbm"):
+            raise SolverError("brkga refuses sbm")
+        return brkga(problem, evaluations, seed)
+
+    monkeypatch.setattr(gflownet, "brkga_schedules", refusing)
+    bench = GFlowNetBench(samples=4, evaluations=300, per_family=1, policy=policy)
+    report = bench.run("gflownet-generalization", tmp_path, "cmd", lambda _: None)
+    (line,) = report.failed
+    assert line.startswith("brkga on sbm_") and line.endswith(": brkga refuses sbm")
+    assert report.runs == 5 * 3
+    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    assert len(rows) == 5 * 3 - 1 and {r["family"] for r in rows} == set(FAMILIES)
+    assert f"- {line}\n" in (tmp_path / "summary.md").read_text()

@@ -37,6 +37,7 @@ from graphopt.learning.systems.go.train import CentredGOTrainer, GOTrainer
 from graphopt.learning.training import train
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
+from refusing import refusing
 
 PLACER = GDPConfig(hidden=16, sage_layers=1, placer_layers=1, heads=2, segment=16, max_devices=4)
 MACHINE = Machine(2, latency=0.05, bandwidth=3e5)
@@ -402,6 +403,36 @@ def test_the_go_suites_rescore_every_row_and_summarize_the_bars(tmp_path) -> Non
     graph, base = graphs[0], Solution(np.zeros(graphs[0].n_ops), graphs[0].topological_order, 2)
     assert sa_evaluations(graph, 2, base, 100, None, 0) == 100
     assert sa_evaluations(graph, 2, base, 100, 2.0, 0) > 100  # SA scores far more than 50 per s
+
+
+def test_a_failing_run_of_the_go_suites_is_recorded_and_the_others_go_on(
+    monkeypatch, tmp_path
+) -> None:
+    from graphopt.evaluation.suite import Failures
+    from graphopt.papers import go as go_bench
+
+    graphs = [toy_graph(), replace(toy_graph(), name="other")]
+    refused = refusing(go_bench.make_solver, go_bench.DEFAULT, "other")
+    monkeypatch.setattr(go_bench, "make_solver", refused)
+    failures = Failures()
+    modes = ("pl+sch+fu",)
+    rows = go_bench.run_fig6(graphs, (2,), modes, 1, 1, tmp_path, lambda *_: None, False, failures)
+    assert failures.lines == ["compiler-default on other (2 devices, seed 0): refuses other"]
+    assert np.isnan(rows[1][go_bench.DEFAULT]) and rows[0][go_bench.DEFAULT] > 0
+    assert rows[1]["pl+sch+fu"] > 0 and rows[1]["go-anneal"] > 0  # the rest of the row ran
+    assert any("against compiler-default" in line for line in go_bench.fig6_summary(rows, modes))
+    solve = go_bench.solve
+
+    def refusing_other(graph, *args, **kwargs):
+        if graph.name == "other":
+            raise SolverError("refuses other")
+        return solve(graph, *args, **kwargs)
+
+    monkeypatch.setattr(go_bench, "solve", refusing_other)
+    failures = Failures()
+    rows = go_bench.run_table3(graphs, (2,), 1, 1, tmp_path, lambda *_: None, False, failures)
+    assert failures.lines == ["go-one on other (2 devices, seed 0): refuses other"]
+    assert [row["model"] for row in rows] == [graphs[0].name]
 
 
 def test_the_train_and_optimize_commands(go_policy, tmp_path) -> None:

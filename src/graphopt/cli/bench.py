@@ -1,12 +1,16 @@
-"""The `bench` command: solvers compared on a suite with the papers' metrics, and zoo-real."""
+"""The `bench` command: a suite from the table of suites, run with the options it takes.
+
+Every suite runs through one protocol (`graphopt.evaluation.suite`): it declares the options it
+reads, the command refuses any other one given, and its run function returns a `Report` that the
+command prints the same way for all, naming the failed runs and exiting 1 when there are some.
+A new suite is a run function and one entry in `SUITES`.
+"""
 
 from __future__ import annotations
 
-import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Protocol
+from typing import Annotated
 
 import typer
 
@@ -15,177 +19,256 @@ from graphopt.cli.common import (
     CapacityOption,
     JsonFlag,
     check_output,
-    count,
     print_json,
     user_errors,
 )
 from graphopt.errors import GraphoptError
+from graphopt.evaluation.suite import BenchSettings, Report, Suite
 from graphopt.progress import progress_bar
 
 SHOWN_FAILURES = 5
 """Failed runs named on stderr; summary.md lists every one."""
 
-GFLOWNET_SUITES = (
-    "gflownet-robustness",
-    "gflownet-generalization",
-    "gflownet-real",
-    "gflownet-temperature",
-    "gflownet-losses",
+GRAPH_SUITES = Suite(
+    "solvers compared with paper 001's metrics on graphs: a named suite (tiny-20, small-100, "
+    "medium-500, layered-1000, large-3000, zoo-held-out), dataset:DIR:SPLIT[:N] or a folder",
+    frozenset(
+        {"solvers", "objective", "devices", "capacity", "budget", "budgets", "histogram"}
+        | {"seeds", "exact_time", "exact_max_ops"}
+    ),
+    "graphopt.evaluation.bench:run_graph_suite",
 )
-"""Paper 004's tables 1-3 and figures 3-4 (`graphopt.papers.gflownet`)."""
-FUSION_SUITE = "fusion-table3"
-"""Paper 002's table 3: fusion policies over no fusion (`graphopt.evaluation.fusion_bench`)."""
-GDP_SUITE = "gdp-table1"
-"""Paper 003's tables 1-2: placement (`graphopt.papers.gdp`)."""
-GDP_FIG5_SUITE = "gdp-fig5"
-GO_SUITES = ("go-fig6", "go-table3")
-"""Paper 002's fig. 6 (modes) and table 3 (fusion) for GO (`graphopt.papers.go`)."""
-"""Paper 002's fig. 5 for placement: held-out families (`graphopt.papers.gdp_fig5`)."""
+"""Every suite name that is not in `SUITES`: the graph suites (`evaluation.suites`)."""
+_CAPACITY_FRACTION = (
+    "gdp-table1 sets each graph's capacity with --capacity-fraction, not --capacity"
+)
+_GO = frozenset({"models", "devices", "seeds", "steps", "sa_time"})
+_GFLOWNET = "graphopt.papers.gflownet:run_suite"
+SUITES: dict[str, Suite] = {
+    "zoo-real": Suite(
+        "real models on 2-8 devices: every baseline, auto and REGAL beside the lower bounds",
+        frozenset({"objective", "devices", "time_limit"}),
+        "graphopt.evaluation.zoo_real:run_suite",
+    ),
+    "fusion-table3": Suite(
+        "paper 002's table 3: fusion policies over no fusion on zoo training graphs",
+        frozenset({"models", "policies", "devices", "budget", "seeds"}),
+        "graphopt.evaluation.fusion_bench:run_suite",
+    ),
+    "gdp-table1": Suite(
+        "paper 003's tables 1-2: GDP's placements against the placement baselines",
+        frozenset(
+            {"models", "policies", "devices", "seeds", "steps", "capacity_fraction", "policy"}
+        ),
+        "graphopt.papers.gdp:run_suite",
+        {"capacity": _CAPACITY_FRACTION},
+    ),
+    "gdp-fig5": Suite(
+        "paper 002's fig. 5 for placement: GDP pre-trained without each family, tested on it",
+        frozenset({"models", "devices", "seeds", "steps"}),
+        "graphopt.papers.gdp_fig5:run_suite",
+    ),
+    "go-fig6": Suite(
+        "paper 002's fig. 6: GO's modes trained per graph, the compiler default, zero-shot",
+        _GO,
+        "graphopt.papers.go:run_fig6_suite",
+    ),
+    "go-table3": Suite(
+        "paper 002's table 3 for GO: fusion speedups of the default, SA and GO-one",
+        _GO,
+        "graphopt.papers.go:run_table3_suite",
+    ),
+    "gflownet-robustness": Suite(
+        "paper 004's table 1: a GFlowNet trained per seed on one real graph",
+        frozenset({"seeds", "steps", "ppo_steps", "samples", "budget"}),
+        _GFLOWNET,
+    ),
+    "gflownet-generalization": Suite(
+        "paper 004's table 2: a trained GFlowNet on held-out graphs of five families",
+        frozenset({"policy", "ppo_policy", "samples", "budget", "graphs_per_family"}),
+        _GFLOWNET,
+    ),
+    "gflownet-real": Suite(
+        "paper 004's table 3: GFlowNets trained on real zoo graphs, tested on unseen ones",
+        frozenset({"policy", "steps", "ppo_steps", "samples", "budget"}),
+        _GFLOWNET,
+    ),
+    "gflownet-temperature": Suite(
+        "paper 004's fig. 3: sampled speedups per temperature",
+        frozenset({"policy", "samples"}),
+        _GFLOWNET,
+    ),
+    "gflownet-losses": Suite(
+        "paper 004's fig. 4: sampled speedup while training, per loss",
+        frozenset({"seeds", "steps"}),
+        _GFLOWNET,
+    ),
+}
+"""The named suites other than the graph suites, each with the options it takes."""
+SUITES_HELP = "\n\n".join(
+    ["Suites:", f"graph suites: {GRAPH_SUITES.help}"]
+    + [f"{name}: {suite.help}" for name, suite in SUITES.items()]
+).replace("[", "\\[")
+"""`bench --help`'s list of suites, a paragraph each (typer renders help as rich markup)."""
+EVERY_SUITE = frozenset({"suite", "output_dir", "as_json"})
+"""What every suite takes: its name, the reports' folder, `--json`."""
+DEFAULTS = BenchSettings()
 
-
-def _names(text: str) -> tuple[str, ...]:
-    """A comma-separated list of names, blanks dropped."""
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def _parse_budgets(text: str) -> list[int]:
-    """`--budgets 1000,2000,5000` as evaluation limits."""
-    parts = [part.strip() for part in text.split(",")]
-    if not all(part.isdigit() and int(part) > 0 for part in parts):
-        raise GraphoptError(
-            f"--budgets must be comma-separated positive evaluation counts, got '{text}'"
-        )
-    return [int(part) for part in parts]
+# Help texts write `\\[` for a literal bracket: typer renders them as rich markup.
+SuiteArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Suite name (tiny-20, small-100, zoo-held-out, zoo-real, fusion-table3, "
+        "gdp-table1, gdp-fig5, gflownet-*, ...), dataset:DIR:SPLIT[:N] (N graphs of a built "
+        "dataset's split) or a folder of graphs."
+    ),
+]
+SolversOption = Annotated[
+    str, typer.Option(help="Comma-separated solver names; brkga is always included.")
+]
+ObjectiveOption = Annotated[
+    str | None,
+    typer.Option(help="peak-memory or makespan \\[default: peak-memory; zoo-real: both]."),
+]
+DevicesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Number of devices \\[default: 2; zoo-real, gdp-*: 2, 4 and 8; "
+        "fusion-table3: 1, 2, 4]."
+    ),
+]
+CapacityFractionOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        help="gdp-table1: each device's memory as a fraction of the graph's one-device peak "
+        "\\[default: 0.6; 0: no capacity].",
+    ),
+]
+BudgetOption = Annotated[
+    int, typer.Option(min=1, help="Evaluations per solver run (fusion-table3: SA's).")
+]
+TimeOption = Annotated[
+    float | None,
+    typer.Option("--time", help="zoo-real: seconds for auto per problem \\[default: 10]."),
+]
+BudgetsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Comma-separated evaluation limits, e.g. 1000,2000,5000,10000,20000,50000: "
+        "every solver but cp-sat also runs at each, for the budget curve (paper 001 fig. 5)."
+    ),
+]
+HistogramOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Solver whose per-graph improvement over brkga the histogram shows (paper 001 "
+        "fig. 4), added to --solvers if missing; default: every solver but brkga."
+    ),
+]
+SeedsOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Seeds per graph and solver \\[default: 1; fusion-table3: 3]."),
+]
+ExactTimeOption = Annotated[
+    float, typer.Option("--exact-time", help="CP-SAT seconds per graph (> 0).")
+]
+ExactMaxOpsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--exact-max-ops",
+        help="Run cp-sat only on graphs of at most this many ops; the others' best known "
+        "value comes from the other solvers. Default: no limit.",
+    ),
+]
+OutputDirOption = Annotated[
+    Path, typer.Option("--output-dir", "--out", "-o", help="Folder for the reports.")
+]
+PolicyOption = Annotated[
+    str | None,
+    typer.Option(
+        help="gflownet-generalization/-real/-temperature: GFlowNet checkpoint; gdp-table1: the "
+        "pre-trained GDP checkpoint \\[default: the shipped one]."
+    ),
+]
+PPOPolicyOption = Annotated[
+    str | None,
+    typer.Option(help="gflownet-generalization: also sample this PPO checkpoint."),
+]
+StepsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="gflownet-robustness/-real/-losses: training steps per run \\[default: 200]; "
+        "gdp-table1: GDP-one's PPO steps \\[default: 100]; gdp-fig5: PPO steps of each "
+        "pre-training run \\[default: 150].",
+    ),
+]
+PPOStepsOption = Annotated[
+    int,
+    typer.Option(min=0, help="gflownet-robustness/-real: PPO's training steps (0: no PPO)."),
+]
+SamplesOption = Annotated[
+    int,
+    typer.Option(min=1, help="gflownet-* suites but -losses: schedules sampled per policy."),
+]
+GraphsPerFamilyOption = Annotated[
+    int, typer.Option(min=1, help="gflownet-generalization: test graphs per family.")
+]
+ModelsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="fusion-table3, gdp-table1: comma-separated zoo models whose training graphs "
+        "run \\[default: fusion-table3: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,"
+        "lstm-lm-unrolled-32; gdp-table1: gpt2-tiny,inception-small,wavenet,gnmt-tiny,"
+        "lstm-lm-unrolled-32 and the held-out llama-tiny,t5-tiny]; gdp-fig5: families "
+        "held out in turn \\[default: transformer,inception,wavenet,rnn]."
+    ),
+]
+PoliciesOption = Annotated[
+    str | None,
+    typer.Option(
+        help="fusion-table3: comma-separated fusion policies (none, default, xla-priority, "
+        "greedy, sa); gdp-table1: comma-separated methods (one-device, expert, metis, "
+        "hint, heft, brkga, regal, hdp, gdp-one, gdp-zero-shot, gdp-finetune) \\[default: all]."
+    ),
+]
+SaTimeFlag = Annotated[
+    bool,
+    typer.Option(
+        "--sa-time",
+        help="go-table3: SA gets 20x GO-one's wall time (GO's condition), not its "
+        "evaluations; go-fig6: so does the annealing over GO's three decisions.",
+    ),
+]
 
 
 @user_errors
 def bench(
-    suite: Annotated[
-        str,
-        typer.Argument(
-            help="Suite name (tiny-20, small-100, zoo-held-out, zoo-real, fusion-table3, "
-            "gdp-table1, gdp-fig5, gflownet-*, ...), dataset:DIR:SPLIT[:N] (N graphs of a built "
-            "dataset's split) or a folder of graphs."
-        ),
-    ],
-    solvers: Annotated[
-        str, typer.Option(help="Comma-separated solver names; brkga is always included.")
-    ] = "brkga,compiler-best,gp-metis",
-    objective: Annotated[
-        str | None,
-        typer.Option(help="peak-memory or makespan \\[default: peak-memory; zoo-real: both]."),
-    ] = None,
-    devices: Annotated[
-        int | None,
-        typer.Option(
-            help="Number of devices \\[default: 2; zoo-real, gdp-*: 2, 4 and 8; "
-            "fusion-table3: 1, 2, 4]."
-        ),
-    ] = None,
+    ctx: typer.Context,
+    suite: SuiteArgument,
+    solvers: SolversOption = DEFAULTS.solvers,
+    objective: ObjectiveOption = None,
+    devices: DevicesOption = None,
     capacity: CapacityOption = None,
-    capacity_fraction: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0,
-            help="gdp-table1: each device's memory as a fraction of the graph's one-device peak "
-            "\\[default: 0.6; 0: no capacity].",
-        ),
-    ] = None,
-    budget: Annotated[
-        int, typer.Option(min=1, help="Evaluations per solver run (fusion-table3: SA's).")
-    ] = 5000,
-    time_limit: Annotated[
-        float | None,
-        typer.Option("--time", help="zoo-real: seconds for auto per problem \\[default: 10]."),
-    ] = None,
-    budgets: Annotated[
-        str | None,
-        typer.Option(
-            help="Comma-separated evaluation limits, e.g. 1000,2000,5000,10000,20000,50000: "
-            "every solver but cp-sat also runs at each, for the budget curve (paper 001 fig. 5)."
-        ),
-    ] = None,
-    histogram: Annotated[
-        str | None,
-        typer.Option(
-            help="Solver whose per-graph improvement over brkga the histogram shows (paper 001 "
-            "fig. 4), added to --solvers if missing; default: every solver but brkga."
-        ),
-    ] = None,
-    seeds: Annotated[
-        int | None,
-        typer.Option(min=1, help="Seeds per graph and solver \\[default: 1; fusion-table3: 3]."),
-    ] = None,
-    exact_time: Annotated[
-        float, typer.Option("--exact-time", help="CP-SAT seconds per graph (> 0).")
-    ] = 10.0,
-    exact_max_ops: Annotated[
-        int | None,
-        typer.Option(
-            "--exact-max-ops",
-            help="Run cp-sat only on graphs of at most this many ops; the others' best known "
-            "value comes from the other solvers. Default: no limit.",
-        ),
-    ] = None,
-    output_dir: Annotated[
-        Path, typer.Option("--output-dir", "--out", "-o", help="Folder for the reports.")
-    ] = Path("out/bench"),
-    policy: Annotated[
-        str | None,
-        typer.Option(
-            help="gflownet-* suites: GFlowNet checkpoint; gdp-table1: the pre-trained GDP "
-            "checkpoint \\[default: the shipped one]."
-        ),
-    ] = None,
-    ppo_policy: Annotated[
-        str | None,
-        typer.Option(help="gflownet-generalization: also sample this PPO checkpoint."),
-    ] = None,
-    steps: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="gflownet-robustness/-real/-losses: training steps per run \\[default: 200]; "
-            "gdp-table1: GDP-one's PPO steps \\[default: 100]; gdp-fig5: PPO steps of each "
-            "pre-training run \\[default: 150].",
-        ),
-    ] = None,
-    ppo_steps: Annotated[
-        int,
-        typer.Option(min=0, help="gflownet-robustness/-real: PPO's training steps (0: no PPO)."),
-    ] = 0,
-    samples: Annotated[
-        int, typer.Option(min=1, help="gflownet-* suites: schedules sampled per policy.")
-    ] = 1000,
-    graphs_per_family: Annotated[
-        int, typer.Option(min=1, help="gflownet-generalization: test graphs per family.")
-    ] = 4,
-    models: Annotated[
-        str | None,
-        typer.Option(
-            help="fusion-table3, gdp-table1: comma-separated zoo models whose training graphs "
-            "run \\[default: fusion-table3: gpt2-tiny,bert-tiny,t5-tiny,gnmt-tiny,"
-            "lstm-lm-unrolled-32; gdp-table1: gpt2-tiny,inception-small,wavenet,gnmt-tiny,"
-            "lstm-lm-unrolled-32 and the held-out llama-tiny,t5-tiny]; gdp-fig5: families "
-            "held out in turn \\[default: transformer,inception,wavenet,rnn]."
-        ),
-    ] = None,
-    policies: Annotated[
-        str | None,
-        typer.Option(
-            help="fusion-table3: comma-separated fusion policies (none, default, xla-priority, "
-            "greedy, sa); gdp-table1: comma-separated methods (one-device, expert, metis, "
-            "hint, heft, brkga, regal, hdp, gdp-one, gdp-zero-shot, gdp-finetune) \\[default: all]."
-        ),
-    ] = None,
-    sa_time: Annotated[
-        bool,
-        typer.Option(
-            "--sa-time",
-            help="go-table3: SA gets 20x GO-one's wall time (GO's condition), not its "
-            "evaluations; go-fig6: so does the annealing over GO's three decisions.",
-        ),
-    ] = False,
+    capacity_fraction: CapacityFractionOption = None,
+    budget: BudgetOption = DEFAULTS.budget,
+    time_limit: TimeOption = None,
+    budgets: BudgetsOption = None,
+    histogram: HistogramOption = None,
+    seeds: SeedsOption = None,
+    exact_time: ExactTimeOption = DEFAULTS.exact_time,
+    exact_max_ops: ExactMaxOpsOption = None,
+    output_dir: OutputDirOption = DEFAULTS.output_dir,
+    policy: PolicyOption = None,
+    ppo_policy: PPOPolicyOption = None,
+    steps: StepsOption = None,
+    ppo_steps: PPOStepsOption = DEFAULTS.ppo_steps,
+    samples: SamplesOption = DEFAULTS.samples,
+    graphs_per_family: GraphsPerFamilyOption = DEFAULTS.graphs_per_family,
+    models: ModelsOption = None,
+    policies: PoliciesOption = None,
+    sa_time: SaTimeFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Compare solvers on a suite with the papers' metrics; write markdown, CSV and plots.
@@ -194,321 +277,68 @@ def bench(
     that fails is recorded there with its error and the suite goes on; the command then exits 1.
     """
     check_output(output_dir, "-o", folder=True)
-    from graphopt.costmodels.machine import Machine
-    from graphopt.evaluation.bench import BASELINE, markdown_table, run_bench, write_reports
-    from graphopt.evaluation.suites import load_suite, report_name
-    from graphopt.solvers.base import Objective
-    from graphopt.solvers.registry import check_solver
-
-    if sa_time and suite not in GO_SUITES:
-        raise GraphoptError(f"--sa-time applies to the {' and '.join(GO_SUITES)} suites")
-    if suite == FUSION_SUITE:
-        _bench_fusion(models, policies, devices, budget, seeds, output_dir, as_json)
-        return
-    if suite == GDP_FIG5_SUITE:
-        _bench_gdp_fig5(models, devices, seeds, steps, output_dir, as_json)
-        return
-    if suite in GO_SUITES:
-        _bench_go(suite, models, devices, seeds, steps, sa_time, output_dir, as_json)
-        return
-    if suite == GDP_SUITE:
-        _bench_gdp(
-            models,
-            policies,
-            devices,
-            seeds,
-            steps,
-            capacity,
-            capacity_fraction,
-            policy,
-            output_dir,
-            as_json,
-        )
-        return
-    if capacity_fraction is not None:
-        raise GraphoptError("--capacity-fraction applies to the gdp-table1 suite")
-    if models is not None or policies is not None:
-        raise GraphoptError(
-            "--models and --policies apply to the fusion-table3 and gdp-table1 suites"
-        )
-    if suite == "zoo-real":
-        _bench_zoo_real(objective, devices, time_limit, output_dir, as_json)
-        return
-    seeds = 1 if seeds is None else seeds
-    if suite in GFLOWNET_SUITES:
-        from graphopt.papers.gflownet import GFlowNetBench
-
-        settings = GFlowNetBench(
-            seeds,
-            200 if steps is None else steps,
-            ppo_steps,
-            samples,
-            budget,
-            graphs_per_family,
-            policy,
-            ppo_policy,
-        )
-        with progress_bar(quiet=as_json) as bar:
-            task = bar.add_task(f"bench {suite}", total=None)
-            lines, written = settings.run(
-                suite,
-                output_dir / suite,
-                _command_line(),
-                lambda label: bar.update(task, description=label[:40]),
-            )
-        if as_json:
-            print_json({"suite": suite, "summary": lines, "files": [str(p) for p in written]})
-        else:
-            typer.echo("\n".join(lines))
-            typer.echo(f"wrote {', '.join(str(p) for p in written)}")
-        return
-    if time_limit is not None:
-        raise GraphoptError("--time applies to the zoo-real suite; other suites take --budget")
-    objective = objective or "peak-memory"
-    devices = 2 if devices is None else devices
-    names = [name.strip() for name in solvers.split(",") if name.strip()]
-    if histogram is not None:
-        if histogram == BASELINE:
-            raise GraphoptError(f"--histogram shows a solver against {BASELINE}, not {BASELINE}")
-        names = list(dict.fromkeys([*names, histogram]))
-    for name in names:
-        check_solver(name)
-    limits = _parse_budgets(budgets) if budgets is not None else None
-    if not (math.isfinite(exact_time) and exact_time > 0):
-        raise GraphoptError(f"--exact-time must be finite seconds > 0, got {exact_time}")
-    if exact_max_ops is not None and exact_max_ops < 1:
-        raise GraphoptError(
-            f"--exact-max-ops must be a positive number of ops, got {exact_max_ops}"
-        )
-    goal = Objective.parse(objective)
-    graphs = load_suite(suite)
-    machine = Machine.from_options(devices, capacity)
+    chosen = SUITES.get(suite, GRAPH_SUITES)
+    _refuse_other_options(ctx, suite, chosen)
+    values = {name: value for name, value in ctx.params.items() if name != "as_json"}
+    settings = BenchSettings(**values, command=_command_line())
     with progress_bar(quiet=as_json) as bar:
         task = bar.add_task(f"bench {suite}", total=None)
-        result = run_bench(
-            graphs,
-            machine,
-            goal,
-            names,
-            seeds=range(seeds),
-            evaluations=budget,
-            exact_seconds=exact_time,
-            budgets=limits,
-            exact_max_ops=exact_max_ops,
-            progress=lambda done, total, label: bar.update(
-                task, completed=done, total=total, description=label[:40]
-            ),
-        )
-    title = (
-        f"{suite}: {goal.value}, {count(devices, 'device')}, {count(len(graphs), 'graph')}, "
-        f"{count(seeds, 'seed')}"
-    )
-    folder = output_dir / report_name(suite)
-    written = write_reports(result, folder, title, _command_line(), histogram)
-    failed = [run.failure() for run in result.failures]
-    if as_json:
-        print_json(
-            {
-                "suite": suite,
-                "summary": result.summary,
-                "files": [str(p) for p in written],
-                "failed": failed,
-            }
-        )
-    else:
-        typer.echo(title)
-        typer.echo(markdown_table(result.summary, budget))
-        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
-    if failed:
-        distinct = list(dict.fromkeys(failed))  # a failing cell fails again at every budget
-        for line in distinct[:SHOWN_FAILURES]:
-            typer.echo(f"failed: {line}", err=True)
-        if len(distinct) > SHOWN_FAILURES:
-            typer.echo(f"failed: ... and {len(distinct) - SHOWN_FAILURES} more", err=True)
-        others = "the others finished and " if len(failed) < result.n_runs else ""
-        typer.echo(
-            f"error: {len(failed)} of {result.n_runs} runs failed; {others}"
-            f"{folder / 'summary.md'} lists each failure",
-            err=True,
-        )
-        raise typer.Exit(EXIT_FAILED_RUNS)
-
-
-def _bench_fusion(
-    models: str | None,
-    policies: str | None,
-    devices: int | None,
-    budget: int,
-    seeds: int | None,
-    output_dir: Path,
-    as_json: bool,
-) -> None:
-    """`bench fusion-table3`: each fusion policy's speedup over no fusion on zoo training graphs."""
-    from graphopt.evaluation.fusion_bench import FusionBench
-
-    defaults = FusionBench()
-    settings = FusionBench(
-        models=defaults.models if models is None else _names(models),
-        devices=defaults.devices if devices is None else (devices,),
-        budget=budget,
-        seeds=defaults.seeds if seeds is None else seeds,
-        policies=defaults.policies if policies is None else _names(policies),
-    )
-    _run_suite(FUSION_SUITE, settings, output_dir, as_json)
-
-
-def _bench_gdp(
-    models: str | None,
-    methods: str | None,
-    devices: int | None,
-    seeds: int | None,
-    steps: int | None,
-    capacity: str | None,
-    fraction: float | None,
-    policy: str | None,
-    output_dir: Path,
-    as_json: bool,
-) -> None:
-    """`bench gdp-table1`: GDP-one, fine-tuned and zero-shot GDP against the placement baselines."""
-    from graphopt.papers.gdp import GDPBench
-
-    defaults = GDPBench()
-    if capacity is not None:
-        raise GraphoptError(
-            "gdp-table1 sets each graph's capacity with --capacity-fraction, not --capacity"
-        )
-    if fraction is None:
-        fraction = defaults.capacity_fraction
-    settings = GDPBench(
-        models=defaults.models if models is None else _names(models),
-        held_out=defaults.held_out if models is None else (),
-        devices=defaults.devices if devices is None else (devices,),
-        methods=defaults.methods if methods is None else _names(methods),
-        seeds=1 if seeds is None else seeds,
-        capacity_fraction=fraction or None,
-        steps=defaults.steps if steps is None else steps,
-        policy=policy,
-    )
-    _run_suite(GDP_SUITE, settings, output_dir, as_json)
-
-
-def _bench_go(
-    suite: str,
-    models: str | None,
-    devices: int | None,
-    seeds: int | None,
-    steps: int | None,
-    sa_time: bool,
-    output_dir: Path,
-    as_json: bool,
-) -> None:
-    """`bench go-fig6` and `bench go-table3`: GO's modes, and its fusion against SA's."""
-    from graphopt.papers.go import GOFig6Bench, GOTable3Bench
-
-    kind = GOFig6Bench if suite == "go-fig6" else GOTable3Bench
-    defaults = kind()
-    settings = kind(
-        models=defaults.models if models is None else _names(models),
-        devices=defaults.devices if devices is None else (devices,),
-        steps=defaults.steps if steps is None else steps,
-        seeds=1 if seeds is None else seeds,
-        sa_time=sa_time,
-    )
-    _run_suite(suite, settings, output_dir, as_json)
-
-
-def _bench_gdp_fig5(
-    families: str | None,
-    devices: int | None,
-    seeds: int | None,
-    steps: int | None,
-    output_dir: Path,
-    as_json: bool,
-) -> None:
-    """`bench gdp-fig5`: pre-train without each family, then zero-shot and fine-tune on it."""
-    from graphopt.papers.gdp_fig5 import GDPFig5Bench
-
-    defaults = GDPFig5Bench()
-    settings = GDPFig5Bench(
-        families=defaults.families if families is None else _names(families),
-        devices=defaults.devices if devices is None else (devices,),
-        steps=defaults.steps if steps is None else steps,
-        seeds=1 if seeds is None else seeds,
-    )
-    _run_suite(GDP_FIG5_SUITE, settings, output_dir, as_json)
-
-
-class _Suite(Protocol):
-    """A suite's settings that run it into a folder (`FusionBench`, `GDPBench`)."""
-
-    def run(
-        self, folder: Path, command: str, progress: Callable[[int, int, str], None]
-    ) -> tuple[list[str], list[Path]]:
-        """Runs the suite; returns its summary lines and the files written."""
-
-
-def _run_suite(name: str, settings: _Suite, output_dir: Path, as_json: bool) -> None:
-    """Runs a suite into output_dir/name with a progress bar; prints its summary."""
-    with progress_bar(quiet=as_json) as bar:
-        task = bar.add_task(f"bench {name}", total=None)
-        lines, written = settings.run(
-            output_dir / name,
-            _command_line(),
+        report = chosen.run(
+            settings,
             lambda done, total, label: bar.update(
                 task, completed=done, total=total or None, description=label[:40]
             ),
         )
+    _print_report(suite, report, as_json)
+
+
+def _refuse_other_options(ctx: typer.Context, name: str, suite: Suite) -> None:
+    """Refuses the first option given that the suite does not take, naming both."""
+    for param in ctx.command.params:
+        option = param.name or ""
+        if option in EVERY_SUITE or option in suite.options:
+            continue
+        source = ctx.get_parameter_source(option)
+        if source is None or source.name == "DEFAULT":  # typer's own click: compare by name
+            continue
+        flag = param.opts[0]
+        raise GraphoptError(suite.refusals.get(option) or _applies(flag, option, name))
+
+
+def _applies(flag: str, option: str, name: str) -> str:
+    """`--x applies to the a and b suites, not c`: which suites take an option."""
+    takers = [suite for suite, entry in SUITES.items() if option in entry.options]
+    if option in GRAPH_SUITES.options:
+        takers.insert(0, "graph")
+    listed = takers[0] if len(takers) == 1 else f"{', '.join(takers[:-1])} and {takers[-1]}"
+    return f"{flag} applies to the {listed} suite{'s' if len(takers) > 1 else ''}, not {name}"
+
+
+def _print_report(suite: str, report: Report, as_json: bool) -> None:
+    """Prints the report; names the failed runs on stderr and exits 1 when there are some."""
     if as_json:
-        print_json({"suite": name, "summary": lines, "files": [str(p) for p in written]})
-    else:
-        typer.echo("\n".join(lines))
-        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
-
-
-def _bench_zoo_real(
-    objective: str | None,
-    devices: int | None,
-    seconds: float | None,
-    output_dir: Path,
-    as_json: bool,
-) -> None:
-    """`bench zoo-real`: real models on several devices, every baseline, auto, REGAL, bounds."""
-    from graphopt.costmodels.machine import Machine
-    from graphopt.evaluation.zoo_real import (
-        comparisons,
-        run_zoo_real,
-        summary_lines,
-        write_zoo_real,
-        zoo_graphs,
-    )
-    from graphopt.optimize import DEFAULT_SECONDS
-    from graphopt.solvers.base import Objective
-
-    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-        raise GraphoptError(f"--time must be finite seconds > 0, got {seconds}")
-    if devices is not None:
-        Machine.from_options(devices)
-    objectives = [Objective.parse(objective)] if objective else list(Objective)
-    with progress_bar(quiet=as_json) as bar:
-        task = bar.add_task("bench zoo-real: exporting graphs", total=None)
-        graphs = zoo_graphs()
-        runs = run_zoo_real(
-            graphs,
-            (2, 4, 8) if devices is None else (devices,),
-            objectives,
-            seconds or DEFAULT_SECONDS,
-            progress=lambda done, total, label: bar.update(
-                task, completed=done, total=total, description=label[:40]
-            ),
+        files = [str(p) for p in report.files]
+        print_json(
+            {"suite": suite, "summary": report.summary, "files": files, "failed": report.failed}
         )
-    written = write_zoo_real(runs, output_dir / "zoo-real", _command_line())
-    lines = summary_lines(comparisons(runs))
-    if as_json:
-        print_json({"suite": "zoo-real", "summary": lines, "files": [str(p) for p in written]})
     else:
-        for line in lines:
-            typer.echo(line)
-        typer.echo(f"wrote {', '.join(str(p) for p in written)}")
+        if report.text:
+            typer.echo(report.text)
+        typer.echo(f"wrote {', '.join(str(p) for p in report.files)}")
+    if not report.failed:
+        return
+    distinct = list(dict.fromkeys(report.failed))  # a failing cell fails again at every budget
+    for line in distinct[:SHOWN_FAILURES]:
+        typer.echo(f"failed: {line}", err=True)
+    if len(distinct) > SHOWN_FAILURES:
+        typer.echo(f"failed: ... and {len(distinct) - SHOWN_FAILURES} more", err=True)
+    others = "the others finished and " if len(report.failed) < report.runs else ""
+    typer.echo(
+        f"error: {len(report.failed)} of {report.runs} runs failed; {others}"
+        f"{report.folder / 'summary.md'} lists each failure",
+        err=True,
+    )
+    raise typer.Exit(EXIT_FAILED_RUNS)
 
 
 def _command_line() -> str:

@@ -167,8 +167,3 @@ def shown(value: float) -> float:
 def percent(fraction: float) -> str:
     """`fraction` as a percentage with two decimals, never "-0.00%"."""
     return f"{round(fraction, 4) + 0.0:.2%}"
-
-
-def count(number: int, noun: str) -> str:
-    """`1 device`, `2 devices`: a count with its noun in the right number."""
-    return f"{number:,} {noun}{'' if number == 1 else 's'}"

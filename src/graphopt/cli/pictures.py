@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from graphopt._messages import count
 from graphopt.cli.common import (
     BandwidthOption,
     CapacityOption,
@@ -17,7 +18,6 @@ from graphopt.cli.common import (
     SolutionLatencyOption,
     SolutionModeOption,
     check_output,
-    count,
     print_json,
     user_errors,
 )

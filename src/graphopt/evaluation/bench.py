@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from graphopt._messages import raised
+from graphopt._messages import count
 from graphopt.costmodels.machine import Machine
 from graphopt.errors import GraphoptError
 from graphopt.evaluation.metrics import (
@@ -36,10 +36,13 @@ from graphopt.evaluation.metrics import (
     ties,
     wins_ties_losses,
 )
+from graphopt.evaluation.reports import failure_section, pyplot, save_figure, write_csv
+from graphopt.evaluation.suite import BenchSettings, Progress, Report, failure_text
+from graphopt.evaluation.suites import load_suite, report_name
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Trace
-from graphopt.solvers.registry import make_solver
+from graphopt.solvers.registry import check_solver, make_solver
 
 BASELINE = "brkga"
 EXACT = "cp-sat"
@@ -70,7 +73,7 @@ class Run:
 
 def _failed(graph: Graph, solver: str, seed: int, error: Exception) -> Run:
     """The record of a run that raised `error`: its message on one line, no value."""
-    text = str(error) if isinstance(error, GraphoptError) else f"internal error: {raised(error)}"
+    text = failure_text(error)
     return Run(graph.name, solver, seed, math.nan, False, 0, 0.0, "failed", Trace(), error=text)
 
 
@@ -404,10 +407,7 @@ def write_reports(
     curve = budget_curve(result)
     if curve:
         text += "\n" + _curve_table(curve, result.evaluations)
-    failures = result.failures
-    if failures:
-        text += f"\n{len(failures)} of {result.n_runs} runs failed, left out of the metrics:\n\n"
-        text += "".join(f"- {run.failure()}\n" for run in failures)
+    text += failure_section([run.failure() for run in result.failures], result.n_runs)
     if command is not None:
         text += f"\nCommand: `{command}`\n"
     if result.showcase is not None and result.showcase[2]:
@@ -459,25 +459,6 @@ def _plot_showcase(showcase: tuple[Graph, Machine, dict[str, Solution]], path: P
     ]
     compare_solutions(profiles, path, f"memory of each solver's solution of {graph.name}")
     return path
-
-
-def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
-    """Rows as CSV, columns in first-row order."""
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
-
-
-def pyplot() -> Any:
-    """Matplotlib's pyplot on the file-only Agg backend."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_convergence(result: BenchResult, path: Path, title: str) -> Path:
@@ -549,10 +530,7 @@ def plot_improvement_histogram(
         )
     axes[-1, 0].set_xlabel(f"% improvement over BRKGA {result.evaluations:,}")
     figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
 
 
 def plot_budget_curve(
@@ -602,8 +580,6 @@ def _save_log_plot(
     With no curve (every run failed, or none gave a point) the axes say so, on a linear axis:
     a log axis has no range to show without data.
     """
-    import matplotlib.pyplot as plt
-
     if axes.get_legend_handles_labels()[0]:
         axes.set_xscale("log")
         axes.legend(fontsize=7)
@@ -614,7 +590,64 @@ def _save_log_plot(
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     axes.set_title(title)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return save_figure(figure, path)
+
+
+def parse_budgets(text: str) -> list[int]:
+    """`--budgets 1000,2000,5000` as evaluation limits."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise GraphoptError(
+            f"--budgets must be comma-separated positive evaluation counts, got '{text}'"
+        )
+    return [int(part) for part in parts]
+
+
+def _solvers(settings: BenchSettings) -> list[str]:
+    """The solvers asked for, the histogram's added; each checked to exist."""
+    names = [name.strip() for name in settings.solvers.split(",") if name.strip()]
+    if settings.histogram is not None:
+        if settings.histogram == BASELINE:
+            raise GraphoptError(f"--histogram shows a solver against {BASELINE}, not {BASELINE}")
+        names = list(dict.fromkeys([*names, settings.histogram]))
+    for name in names:
+        check_solver(name)
+    return names
+
+
+def run_graph_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench` on a graph suite: named, a dataset's split or a folder.
+
+    `run_bench` with the options, then `write_reports` into the suite's folder.
+
+    Raises:
+        GraphoptError: an unknown solver or suite, or a bad budget, histogram or exact limit,
+            before anything runs.
+    """
+    names = _solvers(settings)
+    limits = parse_budgets(settings.budgets) if settings.budgets is not None else None
+    exact_time, exact_max_ops = settings.exact_time, settings.exact_max_ops
+    if not (math.isfinite(exact_time) and exact_time > 0):
+        raise GraphoptError(f"--exact-time must be finite seconds > 0, got {exact_time}")
+    if exact_max_ops is not None and exact_max_ops < 1:
+        raise GraphoptError(
+            f"--exact-max-ops must be a positive number of ops, got {exact_max_ops}"
+        )
+    goal = Objective.parse(settings.objective or "peak-memory")
+    seeds = 1 if settings.seeds is None else settings.seeds
+    devices = 2 if settings.devices is None else settings.devices
+    graphs = load_suite(settings.suite)
+    machine = Machine.from_options(devices, settings.capacity)
+    result = run_bench(
+        graphs, machine, goal, names, seeds=range(seeds), evaluations=settings.budget,
+        exact_seconds=exact_time, budgets=limits, exact_max_ops=exact_max_ops, progress=progress,
+    )  # fmt: skip
+    title = (
+        f"{settings.suite}: {goal.value}, {count(devices, 'device')}, "
+        f"{count(len(graphs), 'graph')}, {count(seeds, 'seed')}"
+    )
+    folder = settings.output_dir / report_name(settings.suite)
+    written = write_reports(result, folder, title, settings.command, settings.histogram)
+    failed = [run.failure() for run in result.failures]
+    text = f"{title}\n{markdown_table(result.summary, result.evaluations)}"
+    return Report(text, result.summary, written, folder, failed, result.n_runs)

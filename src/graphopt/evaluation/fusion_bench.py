@@ -17,10 +17,10 @@ at most `REFERENCE_MAX_OPS` ops by the plain reference too; the two must agree. 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,9 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Score, Scorer
 from graphopt.datasets import ZooSource
 from graphopt.errors import GraphoptError
-from graphopt.evaluation.bench import pyplot, write_csv
-from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation import reports
+from graphopt.evaluation.metrics import mean_and_half_width
+from graphopt.evaluation.suite import BenchSettings, Failures, Progress, Report, check_counts
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.optimize import optimize
@@ -59,8 +60,6 @@ REFERENCE_MAX_OPS = 3500
 
 PolicyRun = Callable[[Graph, Machine, Solution, int, int], Solution]
 """(graph, machine, unfused base solution, evaluation budget, seed) -> the fused solution."""
-Progress = Callable[[int, int, str], None]
-"""Told (runs done, runs in all, what runs now)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,51 +208,79 @@ def run_table3(
     seeds: int = SEEDS,
     base_evaluations: int = BASE_EVALUATIONS,
     progress: Progress | None = None,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
     """One row per graph, device count, policy and seed (seed 0 only for unseeded policies).
 
     Row fields: graph, ops, devices, policy, seed, groups, makespan, peak_memory, speedup
     (unfused makespan / this one), memory_ratio (this peak / unfused peak), seconds (the
     policy's wall time) and reference ("agrees", or "skipped" above `REFERENCE_MAX_OPS` ops).
+    A base or a policy run that fails is recorded in `failures` and has no row (None: it
+    raises); a failed base leaves its graph and device count without rows.
     """
     names = check_policies(policies)
+    failures = Failures.or_raising(failures)
     runs = [(name, seed) for name in names for seed in _seeds(name, seeds)]
     total = len(graphs) * len(devices) * len(runs)
     rows: list[dict[str, Any]] = []
+    done = 0
     for graph in graphs:
-        checked = "agrees" if graph.n_ops <= REFERENCE_MAX_OPS else "skipped"
         for n_devices in devices:
             machine = Machine(n_devices=n_devices)
             if progress is not None:
-                progress(len(rows), total, f"{graph.name}, {n_devices} dev., base")
-            base = base_solution(graph, machine, base_evaluations)
-            unfused = rescore(graph, machine, base, base)
+                progress(done, total, f"{graph.name}, {n_devices} dev., base")
+            what = f"base on {graph.name} ({n_devices} devices)"
+            based = failures.run(what, partial(_base, graph, machine, base_evaluations))
+            if based is None:
+                done += len(runs)
+                continue
             for name, seed in runs:
                 if progress is not None:
-                    progress(len(rows), total, f"{graph.name}, {n_devices} dev., {name}")
-                start = time.perf_counter()
-                fused = POLICIES[name].run(graph, machine, base, budget, seed)
-                seconds = time.perf_counter() - start
-                score = rescore(graph, machine, base, fused)
-                rows.append(
-                    {
-                        "graph": graph.name,
-                        "ops": graph.n_ops,
-                        "devices": n_devices,
-                        "policy": name,
-                        "seed": seed,
-                        "groups": fused.n_groups,
-                        "makespan": score.makespan,
-                        "peak_memory": score.peak_memory,
-                        "speedup": _ratio(unfused.makespan, score.makespan),
-                        "memory_ratio": _ratio(score.peak_memory, unfused.peak_memory),
-                        "seconds": seconds,
-                        "reference": checked,
-                    }
-                )
+                    progress(done, total, f"{graph.name}, {n_devices} dev., {name}")
+                what = f"{name} on {graph.name} ({n_devices} devices, seed {seed})"
+                row = failures.run(what, partial(_row, graph, machine, *based, name, budget, seed))
+                if row is not None:
+                    rows.append(row)
+                done += 1
     if progress is not None:
         progress(total, total, "done")
     return rows
+
+
+def _base(graph: Graph, machine: Machine, evaluations: int) -> tuple[Solution, Score]:
+    """The unfused base solution every policy starts from, and its checked score."""
+    base = base_solution(graph, machine, evaluations)
+    return base, rescore(graph, machine, base, base)
+
+
+def _row(
+    graph: Graph,
+    machine: Machine,
+    base: Solution,
+    unfused: Score,
+    name: str,
+    budget: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One policy run on the base: its groups, checked score and ratios to the unfused one."""
+    start = time.perf_counter()
+    fused = POLICIES[name].run(graph, machine, base, budget, seed)
+    seconds = time.perf_counter() - start
+    score = rescore(graph, machine, base, fused)
+    return {
+        "graph": graph.name,
+        "ops": graph.n_ops,
+        "devices": machine.n_devices,
+        "policy": name,
+        "seed": seed,
+        "groups": fused.n_groups,
+        "makespan": score.makespan,
+        "peak_memory": score.peak_memory,
+        "speedup": _ratio(unfused.makespan, score.makespan),
+        "memory_ratio": _ratio(score.peak_memory, unfused.peak_memory),
+        "seconds": seconds,
+        "reference": "agrees" if graph.n_ops <= REFERENCE_MAX_OPS else "skipped",
+    }
 
 
 def _seeds(policy: str, seeds: int) -> range:
@@ -310,22 +337,26 @@ def _summary_row(
     row: dict[str, Any] = {"graph": graph, "devices": devices, "policy": policy}
     row["n"] = len(values[0])
     for key, series in zip(METRICS, values, strict=True):
-        mean, low, high = mean_with_ci(np.array(series, dtype=float))
-        row[key], row[f"{key}_ci"] = mean, (high - low) / 2
+        row[key], row[f"{key}_ci"] = mean_and_half_width(series)
     return row
 
 
-def _unfused(rows: Sequence[dict[str, Any]], graph: str, devices: int) -> float:
-    """The base's makespan on this graph and device count."""
+def _unfused(rows: Sequence[dict[str, Any]], graph: str, devices: int) -> float | None:
+    """The base's makespan on this graph and device count (None where its run failed)."""
     return next(
-        r["makespan"]
-        for r in rows
-        if r["graph"] == graph and r["devices"] == devices and r["policy"] == "none"
+        (
+            r["makespan"]
+            for r in rows
+            if r["graph"] == graph and r["devices"] == devices and r["policy"] == "none"
+        ),
+        None,
     )
 
 
-def _cell(row: dict[str, Any], key: str, digits: int = 3) -> str:
-    """A mean, with ± its CI half-width where seeds vary."""
+def _cell(row: dict[str, Any] | None, key: str, digits: int = 3) -> str:
+    """A mean, with ± its CI half-width where seeds vary; '-' where the run failed."""
+    if row is None:
+        return "-"
     mean, half = row[key], row[f"{key}_ci"]
     text = f"{mean:.{digits}f}"
     return text if math.isnan(half) else f"{text} ± {half:.{digits}f}"
@@ -348,19 +379,18 @@ def markdown(summary: Sequence[dict[str, Any]]) -> str:
         "| --- | ---: |" + " ---: |" * len(policies),
     ]
     for graph, devices in rows:
-        first = index[(graph, devices, "none")]
+        here = {p: index.get((graph, devices, p)) for p in policies}
+        first = next(row for row in here.values() if row is not None)
         name = "**mean**" if graph == "mean" else graph
         ops = "" if first["ops"] is None else str(first["ops"])
         base = first["unfused_makespan"]
         makespan = "" if base is None else f"{1e3 * base:.4f}"
-        cells = [_cell(index[(graph, devices, p)], "speedup") for p in fused]
-        speed.append(f"| {name} | {ops} | {devices} | {makespan} | " + " | ".join(cells) + " |")
-        cells = [
-            f"{_cell(index[(graph, devices, p)], 'memory_ratio')} "
-            f"({_cell(index[(graph, devices, p)], 'groups', 0)})"
-            for p in policies
+        shown = [_cell(here[p], "speedup") for p in fused]
+        speed.append(f"| {name} | {ops} | {devices} | {makespan} | " + " | ".join(shown) + " |")
+        shown = [
+            f"{_cell(here[p], 'memory_ratio')} ({_cell(here[p], 'groups', 0)})" for p in policies
         ]
-        memory.append(f"| {name} | {devices} | " + " | ".join(cells) + " |")
+        memory.append(f"| {name} | {devices} | " + " | ".join(shown) + " |")
     return "\n".join(
         [
             "## Makespan speedup over no fusion (unfused makespan / fused makespan)",
@@ -375,8 +405,11 @@ def markdown(summary: Sequence[dict[str, Any]]) -> str:
 
 
 def plot(summary: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Grouped bars per model and policy, a panel per device count: speedup, then peak ratio."""
-    plt = pyplot()
+    """Grouped bars per model and policy, a panel per device count: speedup, then peak ratio.
+
+    A policy's run that failed on a graph leaves a gap.
+    """
+    plt = reports.pyplot()
 
     devices = list(dict.fromkeys(row["devices"] for row in summary))
     policies = [p for p in dict.fromkeys(row["policy"] for row in summary) if p != "none"]
@@ -385,45 +418,49 @@ def plot(summary: Sequence[dict[str, Any]], path: Path) -> Path:
     figure, axes = plt.subplots(
         2, len(devices), figsize=(4.5 * len(devices), 7), squeeze=False, sharey="row"
     )
-    width = 0.8 / len(policies)
-    x = np.arange(len(graphs))
     for column, n_devices in enumerate(devices):
         for line, (key, name) in enumerate(
             (("speedup", "speedup over no fusion"), ("memory_ratio", "peak memory / unfused"))
         ):
             axes_here = axes[line, column]
-            for k, policy in enumerate(policies):
-                cells = [index[(g, n_devices, policy)] for g in graphs]
-                errors = [0.0 if math.isnan(c[f"{key}_ci"]) else c[f"{key}_ci"] for c in cells]
-                axes_here.bar(
-                    x + (k - (len(policies) - 1) / 2) * width,
-                    [c[key] for c in cells],
-                    width,
-                    yerr=errors,
-                    label=POLICIES[policy].label,
-                    color=f"C{k}",
-                )
+            found = {
+                POLICIES[p].label: [index.get((g, n_devices, p)) for g in graphs] for p in policies
+            }
+            means = {label: [_value(c, key) for c in row] for label, row in found.items()}
+            errors = {
+                label: [_value(c, f"{key}_ci", 0.0) for c in row] for label, row in found.items()
+            }
+            ticks = reports.grouped_bars(axes_here, means, graphs, errors, centred=True)
             axes_here.axhline(1.0, color="0.3", linewidth=0.8)
             axes_here.set_xticks(
-                x, [g.removesuffix(".training") for g in graphs], rotation=30, ha="right"
+                ticks, [g.removesuffix(".training") for g in graphs], rotation=30, ha="right"
             )
             axes_here.set_title(f"{n_devices} device{'s' if n_devices > 1 else ''}")
             if column == 0:
                 axes_here.set_ylabel(name)
     axes[0, 0].legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return reports.save_figure(figure, path)
+
+
+def _value(row: dict[str, Any] | None, key: str, missing: float = math.nan) -> float:
+    """A summary row's value, `missing` where the row or its value is missing (NaN)."""
+    value = math.nan if row is None else row[key]
+    return missing if math.isnan(value) else value
 
 
 def write_report(
-    rows: Sequence[dict[str, Any]], folder: Path, title: str, command: str
-) -> list[Path]:
-    """runs.csv, summary.csv, summary.md (title, command, tables), summary.json and fusion.png."""
-    folder.mkdir(parents=True, exist_ok=True)
+    rows: Sequence[dict[str, Any]],
+    folder: Path,
+    title: str,
+    command: str,
+    failures: Failures | None = None,
+) -> Report:
+    """Writes summary.md (title, command, tables, failed runs) and the rows' other files.
+
+    The others: runs.csv, summary.csv, summary.json and fusion.png.
+    """
+    failures = Failures() if failures is None else failures
     summary = summarize(rows)
-    written = [write_csv(folder / "runs.csv", rows), write_csv(folder / "summary.csv", summary)]
     skipped = sorted({r["graph"] for r in rows if r["reference"] == "skipped"})
     note = (
         f"Re-scored by the scorer and the reference (agreeing) on every graph but "
@@ -431,19 +468,21 @@ def write_report(
         if skipped
         else "Every fused solution re-scored by the scorer and the reference, which agree."
     )
-    text = f"# {title}\n\nCommand: `{command}`\n\n{note}\n\n{markdown(summary)}\n"
-    (folder / "summary.md").write_text(text)
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    written += [
-        folder / "summary.md",
-        folder / "summary.json",
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [
+        reports.write_csv(folder / "runs.csv", rows),
+        reports.write_csv(folder / "summary.csv", summary),
+        reports.write_json(folder / "summary.json", summary, indent=2),
         plot(summary, folder / "fusion.png"),
     ]
-    return written
+    table = markdown(summary)
+    return reports.paper_report(
+        folder, title, command, f"{note}\n\n{table}", failures, files, [title, table]
+    )
 
 
 @dataclasses.dataclass(frozen=True)
-class FusionBench:
+class FusionBench(reports.PaperSuite):
     """The settings of a `graphopt bench fusion-table3` run.
 
     Attributes:
@@ -464,12 +503,12 @@ class FusionBench:
 
     def __post_init__(self) -> None:
         check_policies(self.policies)
-        if self.budget < 1 or self.seeds < 1 or self.base_evaluations < 1:
-            raise GraphoptError("fusion-table3: budget, seeds and base evaluations must be >= 1")
         if not self.models:
             raise GraphoptError("fusion-table3: name at least one zoo model")
-        if not self.devices or min(self.devices) < 1:
-            raise GraphoptError(f"fusion-table3: device counts must be >= 1, got {self.devices}")
+        check_counts(
+            "fusion-table3", self.devices, (1, None), budget=self.budget, seeds=self.seeds,
+            base_evaluations=self.base_evaluations,
+        )  # fmt: skip
 
     def title(self) -> str:
         """The report's title: what ran, at which budgets."""
@@ -480,17 +519,23 @@ class FusionBench:
             f"{self.budget:,} evaluations, {self.seeds} seed(s) (mean ± 95% CI over seeds)"
         )
 
-    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
-        """Exports the graphs, runs the table into `folder`; returns summary lines and files."""
-        progress(0, 0, "exporting graphs")
-        rows = run_table3(
-            zoo_training_graphs(self.models),
-            self.devices,
-            self.policies,
-            self.budget,
-            self.seeds,
-            self.base_evaluations,
-            progress,
-        )
-        written = write_report(rows, folder, self.title(), command)
-        return [self.title(), markdown(summarize(rows))], written
+    def table(self, folder: Path, progress: Progress, failures: Failures) -> list[dict[str, Any]]:
+        """Exports the graphs and runs the table (`run_table3`)."""
+        return run_table3(
+            zoo_training_graphs(self.models), self.devices, self.policies, self.budget,
+            self.seeds, self.base_evaluations, progress, failures,
+        )  # fmt: skip
+
+    def report(
+        self, rows: list[dict[str, Any]], folder: Path, command: str, failures: Failures
+    ) -> Report:
+        """The tables, the CSV and JSON summaries and the bars (`write_report`)."""
+        return write_report(rows, folder, self.title(), command, failures)
+
+
+def run_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench fusion-table3`: the table on `--models`, `--devices`, `--policies`."""
+    bench = FusionBench(
+        budget=settings.budget, **settings.given("models", "devices", "seeds", "policies")
+    )
+    return bench.run(settings.output_dir / settings.suite, settings.command, progress)

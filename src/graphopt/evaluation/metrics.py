@@ -11,6 +11,8 @@ rescaled into a finite number that would read like a real percentage.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 TIE_TOLERANCE = 1e-9
@@ -93,6 +95,12 @@ def mean_with_ci(values: np.ndarray) -> tuple[float, float, float]:
     quantile = _T_975[values.size - 2] if values.size < 30 else 1.96
     half = quantile * float(np.std(values, ddof=1)) / np.sqrt(values.size)
     return mean, mean - half, mean + half
+
+
+def mean_and_half_width(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% confidence interval (NaN below two values)."""
+    mean, low, high = mean_with_ci(np.array(values, dtype=float))
+    return mean, (high - low) / 2
 
 
 def gain_line(gains: np.ndarray, digits: int = 2, unit: str = " %", tie: float = 1e-9) -> str:

@@ -15,12 +15,16 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from graphopt.costmodels.machine import Machine
 from graphopt.datasets import ZooSource
+from graphopt.errors import GraphoptError
+from graphopt.evaluation.reports import failure_section
+from graphopt.evaluation.suite import BenchSettings, Failures, Progress, Report
 from graphopt.ir.graph import Graph
 from graphopt.learning.formats import shipped_policy_path
 from graphopt.optimize import DEFAULT_SECONDS
@@ -104,12 +108,15 @@ def run_zoo_real(
     objectives: Sequence[Objective] = (Objective.PEAK_MEMORY, Objective.MAKESPAN),
     auto_seconds: float = DEFAULT_SECONDS,
     seed: int = 0,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
+    failures: Failures | None = None,
 ) -> list[ZooRun]:
     """Every solver of the benchmark on every graph, device count and objective.
 
-    REGAL runs only where a policy is shipped for the objective and device count.
+    REGAL runs only where a policy is shipped for the objective and device count. A run that
+    fails is recorded in `failures` and left out, the others going on (None: it raises).
     """
+    failures = Failures.or_raising(failures)
     plan = []
     for graph in graphs:
         for n_devices in devices:
@@ -122,31 +129,41 @@ def run_zoo_real(
     for done, (graph, n_devices, objective, name) in enumerate(plan):
         if progress is not None:
             progress(done, len(plan), f"{name} {graph.name} d={n_devices}")
-        problem = Problem(graph, Machine(n_devices=n_devices), objective)
-        if name == "auto":
-            budget = Budget(seconds=auto_seconds)
-        elif name == "regal":
-            budget = Budget(evaluations=REGAL_EVALUATIONS)
-        else:
-            budget = Budget(seconds=BASELINE_SECONDS)
-        result = make_solver(name).solve(problem, budget, seed)
-        runs.append(
-            ZooRun(
-                graph.name,
-                graph.n_ops,
-                n_devices,
-                objective.value,
-                name,
-                result.value,
-                problem.lower_bound,
-                result.seconds,
-                result.evaluations,
-                result.status,
-            )
+        what = f"{name} on {graph.name} ({n_devices} devices, {objective.value})"
+        run = failures.run(
+            what, partial(_run, graph, n_devices, objective, name, auto_seconds, seed)
         )
+        if run is not None:
+            runs.append(run)
     if progress is not None:
         progress(len(plan), len(plan), "done")
     return runs
+
+
+def _run(
+    graph: Graph, n_devices: int, objective: Objective, name: str, auto_seconds: float, seed: int
+) -> ZooRun:
+    """One solver on one graph, device count and objective, at the benchmark's budget."""
+    problem = Problem(graph, Machine(n_devices=n_devices), objective)
+    if name == "auto":
+        budget = Budget(seconds=auto_seconds)
+    elif name == "regal":
+        budget = Budget(evaluations=REGAL_EVALUATIONS)
+    else:
+        budget = Budget(seconds=BASELINE_SECONDS)
+    result = make_solver(name).solve(problem, budget, seed)
+    return ZooRun(
+        graph.name,
+        graph.n_ops,
+        n_devices,
+        objective.value,
+        name,
+        result.value,
+        problem.lower_bound,
+        result.seconds,
+        result.evaluations,
+        result.status,
+    )
 
 
 def _reference(objective: str) -> tuple[str, ...]:
@@ -215,7 +232,8 @@ def markdown(rows: Sequence[dict[str, Any]], command: str) -> str:
             group = [r for r in rows if r["objective"] == objective and r["devices"] == n_devices]
             if not group:
                 continue
-            solvers = [key[:-4] for key in group[0] if key.endswith(" gap")]
+            keys = dict.fromkeys(key for row in group for key in row)  # a failed run has none
+            solvers = [key[:-4] for key in keys if key.endswith(" gap")]
             parts.append(f"\n## {objective}, {n_devices} devices: % above the lower bound\n")
             parts.append(
                 "| graph | ops | lower bound | " + " | ".join(solvers) + " | auto vs reference |"
@@ -233,8 +251,10 @@ def markdown(rows: Sequence[dict[str, Any]], command: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_zoo_real(runs: Sequence[ZooRun], folder: Path, command: str) -> list[Path]:
-    """Writes runs.csv, summary.csv and summary.md to `folder`."""
+def write_zoo_real(
+    runs: Sequence[ZooRun], folder: Path, command: str, failures: Failures | None = None
+) -> list[Path]:
+    """Writes runs.csv, summary.csv and summary.md (with the failed runs, if any) to `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     rows = comparisons(runs)
     written = []
@@ -248,6 +268,35 @@ def write_zoo_real(runs: Sequence[ZooRun], folder: Path, command: str) -> list[P
             writer.writerows(table)
         written.append(path)
     path = folder / "summary.md"
-    path.write_text(markdown(rows, command))
+    failed = "" if failures is None else failure_section(failures.lines, failures.runs)
+    path.write_text(markdown(rows, command) + failed)
     written.append(path)
     return written
+
+
+def run_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench zoo-real`: every solver of the benchmark, `auto` for `--time` seconds.
+
+    Both objectives (or `--objective`'s), on 2, 4 and 8 devices (or `--devices`).
+
+    Raises:
+        GraphoptError: a bad `--time` or device count, before anything runs.
+    """
+    seconds = settings.time_limit
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        raise GraphoptError(f"--time must be finite seconds > 0, got {seconds}")
+    if settings.devices is not None:
+        Machine.from_options(settings.devices)
+    objective = settings.objective
+    objectives = [Objective.parse(objective)] if objective else list(Objective)
+    devices = (2, 4, 8) if settings.devices is None else (settings.devices,)
+    progress(0, 0, "exporting graphs")
+    failures = Failures()
+    runs = run_zoo_real(
+        zoo_graphs(), devices, objectives, seconds or DEFAULT_SECONDS, progress=progress,
+        failures=failures,
+    )  # fmt: skip
+    folder = settings.output_dir / "zoo-real"
+    written = write_zoo_real(runs, folder, settings.command, failures)
+    lines = summary_lines(comparisons(runs))
+    return Report("\n".join(lines), lines, written, folder, failures.lines, failures.runs)

@@ -25,16 +25,17 @@ Table 1 compares gdp-one with the baselines per graph and device count, with the
 gain; table 2 compares gdp-finetune (pre-trained on many graphs) with gdp-one; the held-out
 table puts zero-shot beside fine-tuned on graphs of families the shipped policy never saw. Every
 solution is re-scored by the scorer, and on graphs up to `REFERENCE_MAX_OPS` ops by the plain
-reference, which must agree; the makespan lower bound is printed beside each row.
+reference, which must agree; the makespan lower bound is printed beside each row. A method that
+fails on a cell is recorded and the table goes on without it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.errors import GraphoptError
-from graphopt.evaluation.bench import pyplot, write_csv
+from graphopt.evaluation import reports
 from graphopt.evaluation.fusion_bench import REFERENCE_MAX_OPS, checked_score, zoo_training_graphs
+from graphopt.evaluation.suite import BenchSettings, Failures, Progress, Report, check_counts
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.learning.formats import shipped_policy_path
@@ -77,9 +79,6 @@ FINETUNE_STEPS = 30
 """PPO steps of fine-tuning the pre-trained policy ("in under 50 steps", paper 003)."""
 METIS_EVALUATIONS = 2000
 """The `gp-metis` solver's budget (it stops early once its partitions are offered)."""
-
-Progress = Callable[[int, int, str], None]
-"""Told (runs done, runs in all, what runs now)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,56 +190,78 @@ def run_table1(
     samples: int = 32,
     policy: str | None = None,
     progress: Progress | None = None,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
     """One row per graph, device count, method and seed.
 
     Row fields: graph, ops, devices, capacity, method, seed, makespan, excess (bytes over
     capacity), lower_bound, seconds (the method's wall time) and reference ("agrees", or
-    "skipped" above `REFERENCE_MAX_OPS` ops).
+    "skipped" above `REFERENCE_MAX_OPS` ops). A method that fails on a cell (or the cell's
+    machine) is recorded in `failures` and has no row (None: it raises).
     """
     table = _methods(steps, finetune, samples, policy)
     schedulers = policy_schedulers(policy)
     unknown = sorted(set(methods) - set(table))
     if unknown:
         raise GraphoptError(f"gdp-table1: unknown methods {unknown}; valid: {', '.join(table)}")
+    failures = Failures.or_raising(failures)
     total = len(graphs) * len(devices) * len(methods) * seeds
     rows: list[dict[str, Any]] = []
+    done = 0
     for graph in graphs:
         for n_devices in devices:
-            machine = _machine(graph, n_devices, capacity_fraction)
-            bound = makespan_lower_bound(graph, machine)
-            env = PlacementEnv(graph, machine, schedulers=schedulers)
-            cell = Cell(graph, machine, env, bound)
+            what = f"machine of {graph.name} ({n_devices} devices)"
+            setup = partial(_cell, graph, n_devices, capacity_fraction, schedulers)
+            cell = failures.run(what, setup)
+            if cell is None:
+                done += len(methods) * seeds
+                continue
             for name in methods:
                 for seed in range(seeds):
                     if progress is not None:
-                        progress(len(rows), total, f"{graph.name}, {n_devices} dev., {name}")
-                    start = time.perf_counter()
-                    solution = table[name](cell, seed)
-                    if solution is None:  # the method does not apply to this cell
-                        continue
-                    seconds = time.perf_counter() - start
-                    makespan, excess = rescored(cell, solution)
-                    rows.append(
-                        {
-                            "graph": graph.name,
-                            "ops": graph.n_ops,
-                            "devices": n_devices,
-                            "capacity": machine.capacity,
-                            "method": name,
-                            "seed": seed,
-                            "makespan": makespan,
-                            "excess": excess,
-                            "lower_bound": cell.bound,
-                            "seconds": seconds,
-                            "reference": "agrees"
-                            if graph.n_ops <= REFERENCE_MAX_OPS
-                            else "skipped",
-                        }
-                    )
+                        progress(done, total, f"{graph.name}, {n_devices} dev., {name}")
+                    what = f"{name} on {graph.name} ({n_devices} devices, seed {seed})"
+                    row = failures.run(what, partial(_row, cell, table[name], name, seed))
+                    if row is not None:  # None: failed, or does not apply to this cell
+                        rows.append(row)
+                    done += 1
     if progress is not None:
         progress(total, total, "done")
     return rows
+
+
+def _cell(
+    graph: Graph, n_devices: int, fraction: float | None, schedulers: tuple[str, ...]
+) -> Cell:
+    """The graph on the suite's machine with `n_devices`, its environment and bound."""
+    machine = _machine(graph, n_devices, fraction)
+    bound = makespan_lower_bound(graph, machine)
+    return Cell(graph, machine, PlacementEnv(graph, machine, schedulers=schedulers), bound)
+
+
+def _row(
+    cell: Cell, method: Callable[[Cell, int], Solution | None], name: str, seed: int
+) -> dict[str, Any] | None:
+    """One method's re-scored solution of the cell as a row; None where it does not apply."""
+    start = time.perf_counter()
+    solution = method(cell, seed)
+    if solution is None:
+        return None
+    seconds = time.perf_counter() - start
+    makespan, excess = rescored(cell, solution)
+    return {
+        "graph": cell.graph.name,
+        "ops": cell.graph.n_ops,
+        "devices": cell.machine.n_devices,
+        "capacity": cell.machine.capacity,
+        "method": name,
+        "seed": seed,
+        "makespan": makespan,
+        "excess": excess,
+        "lower_bound": cell.bound,
+        "seconds": seconds,
+        "reference": "agrees" if cell.graph.n_ops <= REFERENCE_MAX_OPS else "skipped",
+    }
 
 
 def mean_cell(rows: Sequence[dict[str, Any]], graph: str, devices: int, method: str) -> dict | None:
@@ -287,18 +308,40 @@ def geomean_gain(values: Sequence[float]) -> float:
     return float(np.exp(np.mean(np.log1p(values)))) - 1 if len(values) else math.nan
 
 
+def makespan_table(
+    rows: Sequence[dict[str, Any]],
+    heads: Sequence[tuple[str, str]],
+    shown: Sequence[tuple[Sequence[str], str, int]],
+    methods: Sequence[str],
+) -> list[str]:
+    """A markdown table of each method's mean makespan per cell (`ms`), one column a method.
+
+    Args:
+        rows: the runs.
+        heads: the leading columns' headings and markdown alignments.
+        shown: per line, its leading cells and the (graph, devices) cell whose makespans follow.
+        methods: the methods, in column order.
+    """
+    lines = [
+        "| " + " | ".join([*(head for head, _ in heads), *methods]) + " |",
+        "| " + " | ".join([*(align for _, align in heads), *("---:" for _ in methods)]) + " |",
+    ]
+    for leading, graph, devices in shown:
+        cells = [ms(mean_cell(rows, graph, devices, m)) for m in methods]
+        lines.append("| " + " | ".join([*leading, *cells]) + " |")
+    return lines
+
+
 def markdown(rows: Sequence[dict[str, Any]], held_out: Sequence[str] = ()) -> str:
     """Table 1 (every method, ms), the gains, table 2 and the held-out table."""
     methods = [m for m in METHODS if any(r["method"] == m for r in rows)]
+    heads = (("graph", "---"), ("d", "---:"), ("lower bound", "---:"))
+    shown = [((g, str(d), f"{b * 1e3:.3f}"), g, d) for g, d, b in _cells(rows)]
     lines = [
         "Makespan in ms (* over capacity); lower bound: the instance's makespan bound.",
         "",
-        "| graph | d | lower bound | " + " | ".join(methods) + " |",
-        "| --- | ---: | ---: | " + " | ".join("---:" for _ in methods) + " |",
+        *makespan_table(rows, heads, shown, methods),
     ]
-    for graph, devices, bound in _cells(rows):
-        cells = [ms(mean_cell(rows, graph, devices, m)) for m in methods]
-        lines.append(f"| {graph} | {devices} | {bound * 1e3:.3f} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Gain of each GDP variant (makespan of the baseline / its own - 1, both fit):",
@@ -352,22 +395,24 @@ def expert_bars(
     labels: Sequence[str],
 ) -> None:
     """Bars of each method's makespan / the expert split's per (graph, devices) cell on `ax`."""
-    width = 0.8 / max(len(methods), 1)
-    for index, method in enumerate(methods):
-        values = []
+    ratios = {}
+    for method in methods:
+        ratios[method] = []
         for graph, devices in cells:
             ours, expert = (mean_cell(rows, graph, devices, m) for m in (method, "expert"))
-            values.append(ours["makespan"] / expert["makespan"] if ours and expert else np.nan)
-        ax.bar(np.arange(len(cells)) + index * width, values, width, label=method)
+            ratios[method].append(
+                ours["makespan"] / expert["makespan"] if ours and expert else np.nan
+            )
+    ticks = reports.grouped_bars(ax, ratios, labels)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(np.arange(len(cells)) + 0.4 - width / 2)
+    ax.set_xticks(ticks)
     ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("makespan / expert's (lower is better)")
 
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     """Makespan relative to expert, per graph (bars by method), one panel per device count."""
-    plt = pyplot()
+    plt = reports.pyplot()
 
     devices = sorted({r["devices"] for r in rows})
     graphs = list(dict.fromkeys(r["graph"] for r in rows))
@@ -379,14 +424,11 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
         expert_bars(ax, rows, [(g, n_devices) for g in graphs], methods, labels)
         ax.set_title(f"{n_devices} devices")
     axes[0, 0].legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return reports.save_figure(figure, path)
 
 
 @dataclasses.dataclass(frozen=True)
-class GDPBench:
+class GDPBench(reports.PaperSuite):
     """The settings of a `graphopt bench gdp-table1` run.
 
     Attributes:
@@ -419,10 +461,10 @@ class GDPBench:
             )
         if not self.models and not self.held_out:
             raise GraphoptError("gdp-table1: name at least one zoo model")
-        if not self.devices or min(self.devices) < 2 or max(self.devices) > 8:
-            raise GraphoptError(f"gdp-table1: device counts must be in 2..8, got {self.devices}")
-        if self.seeds < 1 or self.steps < 1 or self.finetune < 1:
-            raise GraphoptError("gdp-table1: seeds, steps and finetune must be >= 1")
+        check_counts(
+            "gdp-table1", self.devices, (2, 8), seeds=self.seeds, steps=self.steps,
+            finetune=self.finetune,
+        )  # fmt: skip
         if self.capacity_fraction is not None and not 0 < self.capacity_fraction:
             raise GraphoptError("gdp-table1: the capacity fraction must be > 0")
 
@@ -441,28 +483,37 @@ class GDPBench:
             f"{self.seeds} seed(s)"
         )
 
-    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
-        """Exports the graphs, runs the suite into `folder`; returns summary lines and files."""
-        progress(0, 0, "exporting graphs")
-        rows = run_table1(
-            zoo_training_graphs(self.models + self.held_out),
-            self.devices,
-            self.methods,
-            self.seeds,
-            self.capacity_fraction,
-            self.steps,
-            self.finetune,
-            policy=self.policy,
-            progress=progress,
-        )
-        folder.mkdir(parents=True, exist_ok=True)
-        text = markdown(rows, self.held_out)
-        (folder / "summary.md").write_text(f"# {self.title()}\n\nCommand: `{command}`\n\n{text}\n")
-        written = [
-            write_csv(folder / "runs.csv", rows),
-            folder / "summary.md",
+    def table(self, folder: Path, progress: Progress, failures: Failures) -> list[dict[str, Any]]:
+        """Exports the graphs and runs the table (`run_table1`)."""
+        return run_table1(
+            zoo_training_graphs(self.models + self.held_out), self.devices, self.methods,
+            self.seeds, self.capacity_fraction, self.steps, self.finetune, policy=self.policy,
+            progress=progress, failures=failures,
+        )  # fmt: skip
+
+    def report(
+        self, rows: list[dict[str, Any]], folder: Path, command: str, failures: Failures
+    ) -> Report:
+        """The tables, runs.csv, runs.json and the bars (gdp.png)."""
+        files = [
+            reports.write_csv(folder / "runs.csv", rows),
             plot(rows, folder / "gdp.png"),
+            reports.write_json(folder / "runs.json", rows),
         ]
-        (folder / "runs.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
-        written.append(folder / "runs.json")
-        return [self.title(), text], written
+        text = markdown(rows, self.held_out)
+        return reports.paper_report(folder, self.title(), command, text, failures, files)
+
+
+def run_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench gdp-table1`: the suite with the options given, the others' defaults.
+
+    Naming `--models` replaces the held-out models too; a capacity fraction of 0 runs without
+    a capacity.
+    """
+    fields = settings.given("models", "devices", "seeds", "steps", "policy", policies="methods")
+    if settings.models is not None:
+        fields["held_out"] = ()
+    if settings.capacity_fraction is not None:
+        fields["capacity_fraction"] = settings.capacity_fraction or None
+    bench = GDPBench(**fields)
+    return bench.run(settings.output_dir / settings.suite, settings.command, progress)

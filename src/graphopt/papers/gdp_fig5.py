@@ -10,23 +10,25 @@ the held-out one included): the gap between the two zero-shots is what holding a
 costs. Families are held out whole: the transformer family is gpt2, bert and vit; the RNN
 family, both LSTM models. Pre-training runs are kept in `folder/runs/` and resumed, so a rerun
 only evaluates; their logs are copied to `folder/logs/`. Every solution is re-scored
-(`gdp.run_table1`).
+(`gdp.run_table1`). A pre-training run or a method that fails is recorded and the suite goes
+on without it (a family whose pre-training failed keeps only the shipped policy's rows).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from graphopt.errors import GraphoptError
-from graphopt.evaluation.bench import pyplot, write_csv
+from graphopt.evaluation import reports
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
+from graphopt.evaluation.suite import BenchSettings, Failures, Progress, Report, check_counts
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import write_graph
 from graphopt.papers.gdp import (
@@ -34,11 +36,10 @@ from graphopt.papers.gdp import (
     DEVICES,
     FINETUNE_STEPS,
     GDP_ONE_STEPS,
-    Progress,
     expert_bars,
     geomean_gain,
+    makespan_table,
     mean_cell,
-    ms,
     run_table1,
 )
 
@@ -117,6 +118,7 @@ def run_fig5(
     samples: int = 32,
     shipped: str | None = None,
     progress: Progress | None = None,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
     """Rows of `gdp.run_table1` for every family, each with a `family` field.
 
@@ -133,8 +135,11 @@ def run_fig5(
         samples: placements sampled per GDP-one step and per zero-shot solve.
         shipped: the policy pre-trained on every family ('shipped-zero-shot'; None: shipped).
         progress: told (done, total, what runs now).
+        failures: where a failed pre-training run or method is recorded, the others going on
+            (None: it raises).
     """
     report: Progress = progress or (lambda done, total, label: None)
+    failures = Failures.or_raising(failures)
     paths: dict[str, Path] = {}
     (folder / "graphs").mkdir(parents=True, exist_ok=True)
     for graph in pretraining:
@@ -145,11 +150,10 @@ def run_fig5(
     for family, (left_out, tested) in families.items():
         kept = [path for name, path in paths.items() if name.split(".")[0] not in left_out]
         name = f"without-{family}"
-        policy = pretrain(base, name, kept, folder / "runs" / name, steps, report)
-        for renamed, policy_path, methods in (
-            (None, str(policy), METHODS),
-            (SHIPPED, shipped, ("gdp-zero-shot",)),
-        ):
+        run = partial(pretrain, base, name, kept, folder / "runs" / name, steps, report)
+        policy = failures.run(f"pre-training {name}", run)
+        runs = [(None, str(policy), METHODS)] if policy is not None else []
+        for renamed, policy_path, methods in [*runs, (SHIPPED, shipped, ("gdp-zero-shot",))]:
             found = run_table1(
                 tested,
                 devices,
@@ -161,6 +165,7 @@ def run_fig5(
                 samples,
                 policy=policy_path,
                 progress=report,
+                failures=failures,
             )
             for row in found:
                 row["family"] = family
@@ -189,16 +194,14 @@ def _ratios(
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """Every cell's makespans, then the bars' ratios per family and on average over families."""
     columns = [m for m in COLUMNS if any(r["method"] == m for r in rows)]
+    heads = (("family", "---"), ("graph", "---"), ("d", "---:"))
+    shown = [((f, g, str(d)), g, d) for f, g, d in _cells(rows)]
     lines = [
         "Makespan in ms (* over capacity). gdp-zero-shot and gdp-finetune use the policy "
         "pre-trained without the graph's family; shipped-zero-shot, the one pre-trained on all.",
         "",
-        "| family | graph | d | " + " | ".join(columns) + " |",
-        "| --- | --- | ---: | " + " | ".join("---:" for _ in columns) + " |",
+        *makespan_table(rows, heads, shown, columns),
     ]
-    for family, graph, devices in _cells(rows):
-        cells = [ms(mean_cell(rows, graph, devices, m)) for m in columns]
-        lines.append(f"| {family} | {graph} | {devices} | " + " | ".join(cells) + " |")
     comparisons = (
         ("gdp-zero-shot", "gdp-finetune", "zero-shot vs fine-tuned (bar: within +5%)"),
         ("gdp-finetune", "gdp-one", "fine-tuned vs GDP-one (bar: within +2%)"),
@@ -227,7 +230,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     """GO fig. 5's shape: makespan / expert's per held-out graph and device count."""
-    plt = pyplot()
+    plt = reports.pyplot()
 
     methods = [m for m in FIGURE if any(r["method"] == m for r in rows)]
     cells = list(dict.fromkeys((r["graph"], r["devices"]) for r in rows))
@@ -235,14 +238,11 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     expert_bars(ax, rows, cells, methods, [f"{g.split('.')[0]} d={d}" for g, d in cells])
     ax.set_title("Held-out families: GDP-one, zero-shot and fine-tuned")
     ax.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return reports.save_figure(figure, path)
 
 
 @dataclasses.dataclass(frozen=True)
-class GDPFig5Bench:
+class GDPFig5Bench(reports.PaperSuite):
     """The settings of a `graphopt bench gdp-fig5` run.
 
     Attributes:
@@ -263,10 +263,7 @@ class GDPFig5Bench:
             raise GraphoptError(
                 f"gdp-fig5: unknown or no families {unknown}; valid: {', '.join(FAMILIES)}"
             )
-        if not self.devices or min(self.devices) < 2 or max(self.devices) > 8:
-            raise GraphoptError(f"gdp-fig5: device counts must be in 2..8, got {self.devices}")
-        if self.steps < 1 or self.seeds < 1:
-            raise GraphoptError("gdp-fig5: steps and seeds must be >= 1")
+        check_counts("gdp-fig5", self.devices, (2, 8), steps=self.steps, seeds=self.seeds)
 
     def title(self) -> str:
         """The report's title: what ran, at which budgets."""
@@ -278,42 +275,48 @@ class GDPFig5Bench:
             f"{GDP_ONE_STEPS}; {self.seeds} seed(s)"
         )
 
-    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
-        """Pre-trains, evaluates into `folder`; returns summary lines and files."""
+    def table(self, folder: Path, progress: Progress, failures: Failures) -> list[dict[str, Any]]:
+        """Pre-trains (or resumes) and evaluates each family (`run_fig5`).
+
+        The pre-training logs are copied to `folder`/logs.
+        """
         from graphopt.learning.systems.gdp.config import TrainConfig
 
-        progress(0, 0, "exporting graphs")
         families = {
             family: (left_out, zoo_training_graphs(tested))
             for family, (left_out, tested) in FAMILIES.items()
             if family in self.families
         }
         rows = run_fig5(
-            folder,
-            zoo_training_graphs(PRETRAINING),
-            families,
-            TrainConfig.load("gdp"),
-            self.devices,
-            self.steps,
-            self.seeds,
-            progress=progress,
-        )
-        text = markdown(rows)
+            folder, zoo_training_graphs(PRETRAINING), families, TrainConfig.load("gdp"),
+            self.devices, self.steps, self.seeds, progress=progress, failures=failures,
+        )  # fmt: skip
         (folder / "logs").mkdir(exist_ok=True)
+        for family in self.families:
+            log = folder / "runs" / f"without-{family}" / "log.csv"
+            if log.is_file():
+                shutil.copy(log, folder / "logs" / f"without-{family}.csv")
+        return rows
+
+    def report(
+        self, rows: list[dict[str, Any]], folder: Path, command: str, failures: Failures
+    ) -> Report:
+        """The tables, runs.json, runs.csv, the bars (fig5.png) and the pre-training logs."""
         logs = [
-            shutil.copy(
-                folder / "runs" / f"without-{family}" / "log.csv",
-                folder / "logs" / f"without-{family}.csv",
-            )
+            log
             for family in self.families
+            if (log := folder / "logs" / f"without-{family}.csv").is_file()
         ]
-        (folder / "summary.md").write_text(f"# {self.title()}\n\nCommand: `{command}`\n\n{text}\n")
-        (folder / "runs.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
-        written = [
-            write_csv(folder / "runs.csv", rows),
-            folder / "summary.md",
-            folder / "runs.json",
+        files = [
+            reports.write_json(folder / "runs.json", rows),
+            reports.write_csv(folder / "runs.csv", rows),
             plot(rows, folder / "fig5.png"),
-            *map(Path, logs),
+            *logs,
         ]
-        return [self.title(), text], written
+        return reports.paper_report(folder, self.title(), command, markdown(rows), failures, files)
+
+
+def run_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench gdp-fig5`: `--models` names the families held out in turn."""
+    bench = GDPFig5Bench(**settings.given("devices", "steps", "seeds", models="families"))
+    return bench.run(settings.output_dir / settings.suite, settings.command, progress)

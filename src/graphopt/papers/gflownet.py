@@ -18,7 +18,8 @@ Suites: `robustness` (table 1: one real zoo graph, a policy trained on it per se
 held-out graphs of five families), `real` (table 3: policies trained on 8 real zoo graphs,
 tested on 4 unseen ones), `temperature` (fig. 3: speedups sampled at several sigma)
 and `losses` (fig. 4: mean sampled speedup during training, log-partition variance against
-trajectory balance).
+trajectory balance). A method that fails on a graph (or a training run, a temperature) is
+recorded and the suite goes on without it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import csv
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +37,10 @@ import numpy as np
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.targets import TargetModel
 from graphopt.datasets import ZooSource
+from graphopt.evaluation import reports
 from graphopt.evaluation.candidates import CandidateReport, candidate_report
-from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.metrics import mean_and_half_width, mean_with_ci
+from graphopt.evaluation.suite import BenchSettings, Failures, Progress, Report
 from graphopt.evaluation.zoo_real import zoo_graphs
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
@@ -86,7 +90,8 @@ REAL_TEST = (
 no training graph is from (paper 004 E.6: 4 unseen graphs of a dozen to 128 ops)."""
 
 Schedules = list[tuple[np.ndarray, np.ndarray]]
-Progress = Callable[[str], None]
+Announce = Callable[[str], None]
+"""Told what runs now."""
 
 
 def target_models(graph: Graph) -> list[TargetModel]:
@@ -151,7 +156,7 @@ def report_row(
     return row
 
 
-def train_policy(base: TrainConfig, run_dir: Path, progress: Progress, **changes: Any) -> str:
+def train_policy(base: TrainConfig, run_dir: Path, progress: Announce, **changes: Any) -> str:
     """Trains (or resumes) a run of `base` with `changes` to its sections; returns best.pt."""
     config = base
     for section, values in changes.items():
@@ -163,6 +168,17 @@ def train_policy(base: TrainConfig, run_dir: Path, progress: Progress, **changes
     return str(run_dir / "best.pt")
 
 
+def _trainer(
+    base: TrainConfig, run_dir: Path, progress: Announce, method: str, dataset: str, **run: Any
+) -> Callable[[], str]:
+    """`train_policy` of `method` on `dataset` with `run`'s settings, to call.
+
+    'gflownet' trains with the log-partition variance loss, 'ppo' with PPO's.
+    """
+    loss = "variance" if method == "gflownet" else method
+    return partial(train_policy, base, run_dir, progress, dataset=dataset, loss=loss, run=run)
+
+
 def robustness(
     base: TrainConfig,
     output: Path,
@@ -171,17 +187,20 @@ def robustness(
     ppo_steps: int,
     samples: int,
     evaluations: int,
-    progress: Progress,
+    progress: Announce,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
     """Table 1: list scheduling, BRKGA, PPO and GFlowNet on one real graph, `seeds` seeds.
 
     The policies are trained on the graph itself (paper 004 5.1), each seed from scratch for
     `steps` steps (PPO: `ppo_steps`) with the `base` config (the shipped one), on its random
     connected 25-75-op sub-graphs (section 3.3: a step on the whole 93-op graph costs about six
-    times one on 50 ops) and validated on the whole graph.
+    times one on 50 ops) and validated on the whole graph. A method that fails for a seed is
+    recorded in `failures` and has no row (None: it raises).
     """
     from graphopt.importers.zoo import export_graph
 
+    failures = Failures.or_raising(failures)
     graph = export_graph(ROBUSTNESS_GRAPH, training=False)
     path = output / f"{ROBUSTNESS_GRAPH}.json"
     output.mkdir(parents=True, exist_ok=True)
@@ -193,25 +212,35 @@ def robustness(
         for method in methods:
             progress(f"{method}, seed {seed}")
             if method == "list-scheduling":
-                schedules = list_scheduling_schedules(problem)
+                schedules = partial(list_scheduling_schedules, problem)
             elif method == "brkga":
-                schedules = brkga_schedules(problem, evaluations, seed)
+                schedules = partial(brkga_schedules, problem, evaluations, seed)
             else:
-                policy = train_policy(
-                    base,
-                    output / "runs" / f"{method}-seed{seed}",
-                    progress,
-                    dataset=f"{GRAPH_PREFIX}{path}",
-                    loss="variance" if method == "gflownet" else method,
-                    run={
-                        "steps": steps if method == "gflownet" else ppo_steps,
-                        "seed": seed,
-                        "validate_every": max(steps // 4, 1),
-                    },
-                )
-                schedules = policy_schedules(problem, policy, samples, seed)
-            rows.append(report_row(method, seed, graph, problem, schedules))
+                train = _trainer(
+                    base, output / "runs" / f"{method}-seed{seed}", progress, method,
+                    f"{GRAPH_PREFIX}{path}", steps=steps if method == "gflownet" else ppo_steps,
+                    seed=seed, validate_every=max(steps // 4, 1),
+                )  # fmt: skip
+                schedules = partial(_trained_schedules, train, problem, samples, seed)
+            what = f"{method} on {graph.name} (seed {seed})"
+            row = failures.run(what, partial(_report_row, method, seed, graph, problem, schedules))
+            if row is not None:
+                rows.append(row)
     return rows
+
+
+def _trained_schedules(
+    train: Callable[[], str], problem: Problem, samples: int, seed: int
+) -> Schedules:
+    """Trains a policy, then samples its schedules."""
+    return policy_schedules(problem, train(), samples, seed)
+
+
+def _report_row(
+    method: str, seed: int, graph: Graph, problem: Problem, schedules: Callable[[], Schedules]
+) -> dict[str, Any]:
+    """A method's schedules, then their top-K report as a row (`report_row`)."""
+    return report_row(method, seed, graph, problem, schedules())
 
 
 def test_graphs(per_family: int, n_ops: int) -> list[Graph]:
@@ -229,7 +258,8 @@ def generalization(
     n_ops: int,
     samples: int,
     evaluations: int,
-    progress: Progress,
+    progress: Announce,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
     """Table 2: each method on held-out graphs of the five families (one seed per graph).
 
@@ -241,8 +271,10 @@ def generalization(
         samples: schedules drawn from each policy.
         evaluations: BRKGA's budget.
         progress: told which graph runs.
+        failures: where a method that fails on a graph is recorded (None: it raises).
     """
-    rows = compare(test_graphs(per_family, n_ops), policies, samples, evaluations, progress)
+    graphs = test_graphs(per_family, n_ops)
+    rows = compare(graphs, policies, samples, evaluations, progress, failures)
     for row in rows:
         row["family"] = row["graph"].split("_n")[0]
     return rows
@@ -253,20 +285,33 @@ def compare(
     policies: dict[str, str | None],
     samples: int,
     evaluations: int,
-    progress: Progress,
+    progress: Announce,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
-    """List scheduling, BRKGA (seeded by the graph's position) and each policy on each graph."""
+    """List scheduling, BRKGA (seeded by the graph's position) and each policy on each graph.
+
+    A method that fails on a graph is recorded in `failures` and has no row (None: it raises).
+    """
+    failures = Failures.or_raising(failures)
     rows = []
     for index, graph in enumerate(graphs):
         problem = Problem(graph, Machine(DEVICES), Objective.MAKESPAN)
         progress(f"{graph.name}")
-        sets = {
-            "list-scheduling": list_scheduling_schedules(problem),
-            "brkga": brkga_schedules(problem, evaluations, index),
+        makers = {
+            "list-scheduling": partial(list_scheduling_schedules, problem),
+            "brkga": partial(brkga_schedules, problem, evaluations, index),
         }
         for method, policy in policies.items():
-            sets[method] = policy_schedules(problem, policy, samples, index)
-        rows += [report_row(method, 0, graph, problem, found) for method, found in sets.items()]
+            makers[method] = partial(policy_schedules, problem, policy, samples, index)
+        sets = {
+            method: failures.run(f"{method} on {graph.name}", make)
+            for method, make in makers.items()
+        }
+        rows += [
+            report_row(method, 0, graph, problem, found)
+            for method, found in sets.items()
+            if found is not None
+        ]
     return rows
 
 
@@ -277,8 +322,9 @@ def real_world(
     ppo_steps: int,
     samples: int,
     evaluations: int,
-    progress: Progress,
+    progress: Announce,
     zero_shot: str | None = None,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
     """Table 3: policies trained on `REAL_TRAIN` zoo graphs, tested on the unseen `REAL_TEST`.
 
@@ -286,8 +332,10 @@ def real_world(
     random connected 25-75-op sub-graphs of the training graphs (section 3.3), validated on the
     `REAL_VALIDATION` smallest whole ones; `zero_shot` (None: the shipped GFlowNet, trained on
     synthetic graphs only) samples beside them as 'gflownet-synthetic'. Existing runs in
-    `output`/runs are resumed, so a rerun only evaluates.
+    `output`/runs are resumed, so a rerun only evaluates. A training run or a method on a
+    graph that fails is recorded in `failures` and has no rows (None: it raises).
     """
+    failures = Failures.or_raising(failures)
     output.mkdir(parents=True, exist_ok=True)
     paths = []
     for graph in zoo_graphs(REAL_TRAIN):
@@ -296,46 +344,63 @@ def real_world(
     trained: dict[str, str | None] = {}
     for method, method_steps in (("gflownet", steps), ("ppo", ppo_steps)):
         if method_steps:
-            trained[method] = train_policy(
-                base,
-                output / "runs" / method,
-                progress,
-                dataset=GRAPH_PREFIX + ",".join(str(path) for path in paths),
-                loss="variance" if method == "gflownet" else method,
-                run={
-                    "steps": method_steps,
-                    "validate_every": max(method_steps // 6, 1),
-                    "validation_graphs": REAL_VALIDATION,
-                },
-            )
+            dataset = GRAPH_PREFIX + ",".join(str(path) for path in paths)
+            train = _trainer(
+                base, output / "runs" / method, progress, method, dataset, steps=method_steps,
+                validate_every=max(method_steps // 6, 1), validation_graphs=REAL_VALIDATION,
+            )  # fmt: skip
+            policy = failures.run(f"training {method}", train)
+            if policy is not None:
+                trained[method] = policy
     trained["gflownet-synthetic"] = zero_shot
-    return compare(zoo_graphs(REAL_TEST), trained, samples, evaluations, progress)
+    return compare(zoo_graphs(REAL_TEST), trained, samples, evaluations, progress, failures)
 
 
 def temperature_sweep(
-    policy: str | None, sigmas: Sequence[float], samples: int, n_ops: int
+    policy: str | None,
+    sigmas: Sequence[float],
+    samples: int,
+    n_ops: int,
+    failures: Failures | None = None,
 ) -> dict[float, np.ndarray]:
-    """Fig. 3: the speedups of `samples` schedules of a held-out Erdos-Renyi graph per sigma."""
+    """Fig. 3: the speedups of `samples` schedules of a held-out Erdos-Renyi graph per sigma.
+
+    A temperature whose sampling fails is recorded in `failures` and left out (None: it raises).
+    """
+    failures = Failures.or_raising(failures)
     graph = generate("erdos_renyi", n_ops, seed=TEST_SEED)
     problem = Problem(graph, Machine(DEVICES), Objective.MAKESPAN)
     speedups = {}
     for sigma in sigmas:
-        sampler = GFlowNet(GFlowNetSamplerConfig(policy, samples=samples, sigma=sigma))
-        schedules = [
-            s for batch in sampler.batches(problem, np.random.default_rng(0)) for s in batch
-        ]
-        total = graph.total_runtime
-        speedups[sigma] = np.array([total / problem.scorer.evaluate(p, e)[1] for p, e in schedules])
+        what = f"gflownet on {graph.name} (sigma {sigma:g})"
+        found = failures.run(what, partial(_speedups, problem, policy, samples, sigma))
+        if found is not None:
+            speedups[sigma] = found
     return speedups
 
 
+def _speedups(problem: Problem, policy: str | None, samples: int, sigma: float) -> np.ndarray:
+    """The proxy speedups of `samples` schedules sampled at temperature `sigma`."""
+    sampler = GFlowNet(GFlowNetSamplerConfig(policy, samples=samples, sigma=sigma))
+    schedules = [s for batch in sampler.batches(problem, np.random.default_rng(0)) for s in batch]
+    total = problem.graph.total_runtime
+    return np.array([total / problem.scorer.evaluate(p, e)[1] for p, e in schedules])
+
+
 def loss_curves(
-    base: TrainConfig, output: Path, seeds: int, steps: int, progress: Progress
+    base: TrainConfig,
+    output: Path,
+    seeds: int,
+    steps: int,
+    progress: Announce,
+    failures: Failures | None = None,
 ) -> dict[str, list[np.ndarray]]:
     """Fig. 4: per loss, each seed's mean sampled speedup at every training step of `base`.
 
-    The dataset is built once, into `output`/runs/dataset, and shared by the runs.
+    The dataset is built once, into `output`/runs/dataset, and shared by the runs. A run that
+    fails is recorded in `failures` and left out (None: it raises).
     """
+    failures = Failures.or_raising(failures)
     if not base.dataset.startswith(GRAPH_PREFIX):
         built = resolve_dataset(base.dataset, output / "runs")
         base = dataclasses.replace(base, dataset=str(built))
@@ -343,17 +408,27 @@ def loss_curves(
     for loss, runs in curves.items():
         for seed in range(seeds):
             run_dir = output / "runs" / f"{loss}-seed{seed}"
-            train_policy(
-                base,
-                run_dir,
-                progress,
-                loss=loss,
-                run={"steps": steps, "seed": seed, "validate_every": steps},
-            )
-            with (run_dir / "log.csv").open() as file:
-                logged = [row for row in csv.DictReader(file) if row["speedup"]]
-            runs.append(np.array([float(row["speedup"]) for row in logged]))
+            what = f"training with {loss} (seed {seed})"
+            curve = failures.run(what, partial(_curve, base, run_dir, progress, loss, seed, steps))
+            if curve is not None:
+                runs.append(curve)
     return curves
+
+
+def _curve(
+    base: TrainConfig, run_dir: Path, progress: Announce, loss: str, seed: int, steps: int
+) -> np.ndarray:
+    """Trains `base` with `loss`; its mean sampled speedup at every step."""
+    train_policy(
+        base,
+        run_dir,
+        progress,
+        loss=loss,
+        run={"steps": steps, "seed": seed, "validate_every": steps},
+    )
+    with (run_dir / "log.csv").open() as file:
+        logged = [row for row in csv.DictReader(file) if row["speedup"]]
+    return np.array([float(row["speedup"]) for row in logged])
 
 
 def summarize(rows: Sequence[dict[str, Any]], by: str = "method") -> list[dict[str, Any]]:
@@ -370,19 +445,9 @@ def summarize(rows: Sequence[dict[str, Any]], by: str = "method") -> list[dict[s
     for name, members in groups.items():
         line: dict[str, Any] = {by: name, "n": len(members)}
         for key in numeric:
-            mean, low, high = mean_with_ci(np.array([m[key] for m in members], dtype=float))
-            line[key], line[f"{key}_ci"] = mean, (high - low) / 2
+            line[key], line[f"{key}_ci"] = mean_and_half_width([m[key] for m in members])
         summary.append(line)
     return summary
-
-
-def write_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """Rows as CSV, columns in first-row order."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def markdown(summary: Sequence[dict[str, Any]], columns: Sequence[str], by: str = "method") -> str:
@@ -397,22 +462,9 @@ def markdown(summary: Sequence[dict[str, Any]], columns: Sequence[str], by: str 
     return "\n".join(lines)
 
 
-def write_summary(folder: Path, title: str, command: str, body: str, data: Any) -> None:
-    """summary.md (title, command, body) and summary.json (`data`)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = f"# {title}\n\nCommand: `{command}`\n\n{body}\n"
-    (folder / "summary.md").write_text(text)
-    (folder / "summary.json").write_text(json.dumps(data, indent=2, default=float) + "\n")
-
-
-def plot_temperatures(path: Path, speedups: dict[float, np.ndarray], title: str) -> None:
+def plot_temperatures(path: Path, speedups: dict[float, np.ndarray], title: str) -> Path:
     """Fig. 3: one histogram of sampled speedups per temperature."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
+    figure, axes = reports.pyplot().subplots(figsize=(7, 4))
     low = min(float(v.min()) for v in speedups.values())
     high = max(float(v.max()) for v in speedups.values())
     bins = np.linspace(low, high, 40)
@@ -422,24 +474,19 @@ def plot_temperatures(path: Path, speedups: dict[float, np.ndarray], title: str)
     axes.set_ylabel("schedules")
     axes.set_title(title)
     axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    return reports.save_figure(figure, path)
 
 
-def plot_curves(path: Path, curves: dict[str, list[np.ndarray]], window: int, title: str) -> None:
+def plot_curves(path: Path, curves: dict[str, list[np.ndarray]], window: int, title: str) -> Path:
     """Fig. 4: each loss's mean sampled speedup per step, over a moving `window` of steps.
 
-    The mean over seeds is drawn as a line, each seed faintly.
+    The mean over seeds is drawn as a line, each seed faintly; a loss without a run is left out.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
+    figure, axes = reports.pyplot().subplots(figsize=(7, 4))
     kernel = np.ones(window) / window
     for (loss, runs), colour in zip(curves.items(), ("C0", "C1"), strict=False):
+        if not runs:
+            continue
         smooth = [np.convolve(run, kernel, mode="valid") for run in runs]
         steps = np.arange(window, window + len(smooth[0]))
         for line in smooth:
@@ -449,9 +496,7 @@ def plot_curves(path: Path, curves: dict[str, list[np.ndarray]], window: int, ti
     axes.set_ylabel(f"mean sampled speedup ({window}-step average)")
     axes.set_title(title)
     axes.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    return reports.save_figure(figure, path)
 
 
 LOSS_LABELS = {"variance": "log-partition variance", "balance": "trajectory balance"}
@@ -503,107 +548,135 @@ class GFlowNetBench:
     ppo_policy: str | None = None
     config: str = "gflownet"
 
-    def run(
-        self, suite: str, folder: Path, command: str, progress: Progress
-    ) -> tuple[list[str], list[Path]]:
-        """Runs one suite into `folder`; returns its summary lines and the files written."""
+    def run(self, suite: str, folder: Path, command: str, progress: Announce) -> Report:
+        """Runs one suite into `folder`; failed runs are recorded."""
         name = suite.removeprefix("gflownet-")
+        failures = Failures()
         folder.mkdir(parents=True, exist_ok=True)
         if name in ("robustness", "generalization", "real"):
-            if name == "real":
-                rows = real_world(
-                    TrainConfig.load(self.config),
-                    folder,
-                    self.steps,
-                    self.ppo_steps,
-                    self.samples,
-                    self.evaluations,
-                    progress,
-                    self.policy,
-                )
-                title = (
-                    f"Table 3 shape: trained on {len(REAL_TRAIN)} real zoo graphs, tested on "
-                    f"{len(REAL_TEST)} unseen ones, top {TOP_K} (mean ± 95% CI over graphs)"
-                )
-            elif name == "robustness":
-                rows = robustness(
-                    TrainConfig.load(self.config),
-                    folder,
-                    self.seeds,
-                    self.steps,
-                    self.ppo_steps,
-                    self.samples,
-                    self.evaluations,
-                    progress,
-                )
-                title = (
-                    f"Table 1 shape: {ROBUSTNESS_GRAPH} ({DEVICES} devices), top {TOP_K}, "
-                    f"{self.seeds} seeds (mean ± 95% CI half-width over seeds)"
-                )
-            else:
-                policies: dict[str, str | None] = {"gflownet": self.policy}
-                if self.ppo_policy is not None:
-                    policies["ppo"] = self.ppo_policy
-                rows = generalization(
-                    policies, self.per_family, 50, self.samples, self.evaluations, progress
-                )
-                title = (
-                    f"Table 2 shape: {self.per_family} held-out 50-op graphs of each of "
-                    f"{len(FAMILIES)} families, top {TOP_K} (mean ± 95% CI over graphs)"
-                )
-            summary = summarize(rows)
-            table = markdown(summary, TABLE_COLUMNS)
-            write_rows(folder / "runs.csv", rows)
-            write_summary(folder, title, command, table, summary)
-            files = [folder / "runs.csv", folder / "summary.md", folder / "summary.json"]
-            return [title, table], files
+            return self._table(name, folder, command, progress, failures)
         if name == "temperature":
-            speedups = temperature_sweep(self.policy, SIGMAS, self.samples, 25)
-            rows = [
-                {
-                    "sigma": sigma,
-                    "mean": float(v.mean()),
-                    "p10": float(np.quantile(v, 0.1)),
-                    "p90": float(np.quantile(v, 0.9)),
-                    "best": float(v.max()),
-                    "distinct": len(np.unique(v)),
-                }
-                for sigma, v in speedups.items()
-            ]
-            title = f"Fig. 3 shape: {self.samples} schedules of a held-out 25-op ER graph per sigma"
-            lines = [title, *(json.dumps(row) for row in rows)]
-            write_rows(folder / "temperatures.csv", rows)
-            plot_temperatures(
-                folder / "temperatures.png", speedups, f"{self.samples} schedules per sigma"
-            )
-            write_summary(folder, title, command, "\n".join(lines[1:]), rows)
-            return lines, [folder / "temperatures.csv", folder / "temperatures.png"]
+            return self._temperatures(folder, command, failures)
         if name == "losses":
-            curves = loss_curves(
-                TrainConfig.load(self.config), folder, self.seeds, self.steps, progress
-            )
-            window = max(self.steps // 10, 1)
-            rows = []
-            for loss, runs in curves.items():
-                finals = np.array([run[-window:].mean() for run in runs])
-                mean, low, high = mean_with_ci(finals)
-                rows.append(
-                    {
-                        "loss": loss,
-                        "final_mean": mean,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "per_seed": finals.tolist(),
-                    }
-                )
-            title = (
-                f"Fig. 4 shape: mean sampled speedup over the last {window} of {self.steps} "
-                f"steps, {self.seeds} seeds per loss"
-            )
-            lines = [title, *(json.dumps(row) for row in rows)]
-            plot_curves(
-                folder / "curves.png", curves, window, f"{self.seeds} seeds per loss (faint)"
-            )
-            write_summary(folder, title, command, "\n".join(lines[1:]), rows)
-            return lines, [folder / "curves.png", folder / "summary.md"]
+            return self._losses(folder, command, progress, failures)
         raise SolverError(f"unknown gflownet suite {suite!r}")
+
+    def _table(
+        self, name: str, folder: Path, command: str, progress: Announce, failures: Failures
+    ) -> Report:
+        """Table 1 (robustness), 2 (generalization) or 3 (real): a row per method and graph."""
+        if name == "real":
+            rows = real_world(
+                TrainConfig.load(self.config), folder, self.steps, self.ppo_steps,
+                self.samples, self.evaluations, progress, self.policy, failures,
+            )  # fmt: skip
+            title = (
+                f"Table 3 shape: trained on {len(REAL_TRAIN)} real zoo graphs, tested on "
+                f"{len(REAL_TEST)} unseen ones, top {TOP_K} (mean ± 95% CI over graphs)"
+            )
+        elif name == "robustness":
+            rows = robustness(
+                TrainConfig.load(self.config), folder, self.seeds, self.steps, self.ppo_steps,
+                self.samples, self.evaluations, progress, failures,
+            )  # fmt: skip
+            title = (
+                f"Table 1 shape: {ROBUSTNESS_GRAPH} ({DEVICES} devices), top {TOP_K}, "
+                f"{self.seeds} seeds (mean ± 95% CI half-width over seeds)"
+            )
+        else:
+            policies: dict[str, str | None] = {"gflownet": self.policy}
+            if self.ppo_policy is not None:
+                policies["ppo"] = self.ppo_policy
+            rows = generalization(
+                policies, self.per_family, 50, self.samples, self.evaluations, progress, failures
+            )
+            title = (
+                f"Table 2 shape: {self.per_family} held-out 50-op graphs of each of "
+                f"{len(FAMILIES)} families, top {TOP_K} (mean ± 95% CI over graphs)"
+            )
+        if not rows:
+            return reports.paper_report(folder, title, command, "No run finished.", failures)
+        summary = summarize(rows)
+        files = [
+            reports.write_csv(folder / "runs.csv", rows),
+            reports.write_json(folder / "summary.json", summary, 2),
+        ]
+        return reports.paper_report(
+            folder, title, command, markdown(summary, TABLE_COLUMNS), failures, files
+        )
+
+    def _temperatures(self, folder: Path, command: str, failures: Failures) -> Report:
+        """Fig. 3: the sampled speedups' spread per temperature."""
+        speedups = temperature_sweep(self.policy, SIGMAS, self.samples, 25, failures)
+        rows = [
+            {
+                "sigma": sigma,
+                "mean": float(v.mean()),
+                "p10": float(np.quantile(v, 0.1)),
+                "p90": float(np.quantile(v, 0.9)),
+                "best": float(v.max()),
+                "distinct": len(np.unique(v)),
+            }
+            for sigma, v in speedups.items()
+        ]
+        title = f"Fig. 3 shape: {self.samples} schedules of a held-out 25-op ER graph per sigma"
+        lines = [json.dumps(row) for row in rows]
+        files = [reports.write_json(folder / "summary.json", rows, 2)]
+        if rows:
+            files += [
+                reports.write_csv(folder / "temperatures.csv", rows),
+                plot_temperatures(
+                    folder / "temperatures.png", speedups, f"{self.samples} schedules per sigma"
+                ),
+            ]
+        body = "\n".join(lines)
+        return reports.paper_report(folder, title, command, body, failures, files, [title, *lines])
+
+    def _losses(self, folder: Path, command: str, progress: Announce, failures: Failures) -> Report:
+        """Fig. 4: each loss's mean sampled speedup over the last tenth of training."""
+        curves = loss_curves(
+            TrainConfig.load(self.config), folder, self.seeds, self.steps, progress, failures
+        )
+        window = max(self.steps // 10, 1)
+        rows = []
+        for loss, runs in curves.items():
+            if not runs:
+                continue
+            finals = np.array([run[-window:].mean() for run in runs])
+            mean, low, high = mean_with_ci(finals)
+            rows.append(
+                {
+                    "loss": loss,
+                    "final_mean": mean,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "per_seed": finals.tolist(),
+                }
+            )
+        title = (
+            f"Fig. 4 shape: mean sampled speedup over the last {window} of {self.steps} "
+            f"steps, {self.seeds} seeds per loss"
+        )
+        lines = [json.dumps(row) for row in rows]
+        files = [reports.write_json(folder / "summary.json", rows, 2)]
+        if rows:
+            title_of_plot = f"{self.seeds} seeds per loss (faint)"
+            files.append(plot_curves(folder / "curves.png", curves, window, title_of_plot))
+        body = "\n".join(lines)
+        return reports.paper_report(folder, title, command, body, failures, files, [title, *lines])
+
+
+def run_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench gflownet-*`: the suite named, with the options it takes."""
+    bench = GFlowNetBench(
+        seeds=1 if settings.seeds is None else settings.seeds,
+        steps=200 if settings.steps is None else settings.steps,
+        ppo_steps=settings.ppo_steps,
+        samples=settings.samples,
+        evaluations=settings.budget,
+        per_family=settings.graphs_per_family,
+        policy=settings.policy,
+        ppo_policy=settings.ppo_policy,
+    )
+    folder = settings.output_dir / settings.suite
+    return bench.run(settings.suite, folder, settings.command, lambda label: progress(0, 0, label))

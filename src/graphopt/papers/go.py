@@ -18,27 +18,30 @@ fuse instead; each speedup is the base's makespan over the fused one, and the wa
 and SA are reported.
 
 Every solution is re-scored by the scorer and, where small, the plain reference
-(`fusion_bench.checked_score`).
+(`fusion_bench.checked_score`). A run that fails is recorded and the suite goes on: a failed
+column of fig. 6 is NaN in its row, a failed row of table 3 is left out.
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
-import json
+import math
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.errors import GraphoptError
-from graphopt.evaluation.bench import pyplot, write_csv
+from graphopt.evaluation import reports
 from graphopt.evaluation.fusion_bench import checked_score, zoo_training_graphs
 from graphopt.evaluation.metrics import gain_line
+from graphopt.evaluation.suite import BenchSettings, Failures, Progress, Report, check_counts
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.papers.gdp import BANDWIDTH, LATENCY
@@ -75,8 +78,6 @@ ZERO_SHOT = "zero-shot"
 """The shipped pre-trained policy's column."""
 DEFAULT = "compiler-default"
 """The compiler default's column."""
-
-Progress = Callable[[int, int, str], None]
 
 
 def machine(n_devices: int) -> Machine:
@@ -179,13 +180,17 @@ def run_fig6(
     folder: Path,
     progress: Progress,
     sa_time: bool = False,
+    failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (model, devices, seed): each column's makespan (ms) and seconds.
 
     The searches run after the modes: BRKGA with fusion genes at GO-one's (pl+sch+fu)
     evaluations, and annealing over GO's three decisions at `SA_FACTOR` x them, or with
-    `sa_time` as many as it scores in `SA_FACTOR` x GO-one's wall time (at least that).
+    `sa_time` as many as it scores in `SA_FACTOR` x GO-one's wall time (at least that). A
+    column that fails is recorded in `failures` and NaN in its row (None: it raises); the
+    searches fail with GO-one, whose run sets their budget.
     """
+    failures = Failures.or_raising(failures)
     templates = {mode: template(mode, folder) for mode in modes}
     columns = (DEFAULT, ZERO_SHOT, *modes, *SEARCHES)
     total = len(graphs) * len(devices) * seeds * len(columns)
@@ -198,28 +203,54 @@ def run_fig6(
                                            graph, d)}  # fmt: skip
                 for column in columns:
                     progress(done, total, f"{graph.name} d={d} {column}")
-                    budget = SEARCHES.get(column, 0) * row.get("evaluations", 0) or 1 << 30
-                    if column == DEFAULT:
-                        solver = make_solver(DEFAULT)
-                    elif column == ZERO_SHOT:
-                        solver = go_solver(None, 0, SAMPLES, scratch=False)
-                    elif column in SEARCHES:
-                        solver = make_solver(column)
-                        if sa_time and column == "go-anneal":
-                            allowed = SA_FACTOR * row["pl+sch+fu s"]
-                            budget = max(budget, int(search_rate(graph, d, solver, seed) * allowed))
-                    else:
-                        solver = go_solver(templates[column], steps, SAMPLES, scratch=True)
-                    result, seconds = solve(graph, d, solver, seed, budget)
-                    if column == "pl+sch+fu":
+                    what = f"{column} on {graph.name} ({d} devices, seed {seed})"
+                    ran = failures.run(
+                        what,
+                        partial(
+                            _fig6_column, graph, d, seed, row, column, templates, steps, sa_time
+                        ),
+                    )
+                    result, seconds = (None, math.nan) if ran is None else ran
+                    if column == "pl+sch+fu" and result is not None:
                         row["evaluations"] = result.evaluations
-                    if column in SEARCHES:
+                    if column in SEARCHES and result is not None:
                         row[f"{column} evaluations"] = result.evaluations
-                    row[column] = 1e3 * result.value
+                    row[column] = math.nan if result is None else 1e3 * result.value
                     row[f"{column} s"] = round(seconds, 2)
                     done += 1
                 rows.append(row)
     return rows
+
+
+def _fig6_column(
+    graph: Graph,
+    devices: int,
+    seed: int,
+    row: dict[str, Any],
+    column: str,
+    templates: dict[str, str],
+    steps: int,
+    sa_time: bool,
+) -> tuple[Result, float]:
+    """One fig. 6 column on the graph: its checked result and wall seconds.
+
+    The searches' budgets come from GO-one's (pl+sch+fu) run, earlier in the row.
+    """
+    budget = 1 << 30
+    if column == DEFAULT:
+        solver = make_solver(DEFAULT)
+    elif column == ZERO_SHOT:
+        solver = go_solver(None, 0, SAMPLES, scratch=False)
+    elif column not in SEARCHES:
+        solver = go_solver(templates[column], steps, SAMPLES, scratch=True)
+    elif "evaluations" not in row:
+        raise GraphoptError(f"{column} runs at GO-one's (pl+sch+fu) evaluations, and it failed")
+    else:
+        solver, budget = make_solver(column), SEARCHES[column] * row["evaluations"]
+        if sa_time and column == "go-anneal":
+            allowed = SA_FACTOR * row["pl+sch+fu s"]
+            budget = max(budget, int(search_rate(graph, devices, solver, seed) * allowed))
+    return solve(graph, devices, solver, seed, budget)
 
 
 def sa_evaluations(
@@ -258,12 +289,14 @@ def _rate(run: Callable[[int], object]) -> float:
 
 def run_table3(
     graphs: Sequence[Graph], devices: Sequence[int], steps: int, seeds: int, folder: Path,
-    progress: Progress, sa_time: bool = False,
+    progress: Progress, sa_time: bool = False, failures: Failures | None = None,
 ) -> list[dict[str, Any]]:  # fmt: skip
     """One row per (model, devices, seed): each fusion's speedup on GO-one's unfused solution.
 
-    SA gets `SA_FACTOR` x GO-one's evaluations, or with `sa_time` x its wall time.
+    SA gets `SA_FACTOR` x GO-one's evaluations, or with `sa_time` x its wall time. A row that
+    fails is recorded in `failures` and left out (None: it raises).
     """
+    failures = Failures.or_raising(failures)
     policy = template("pl+sch+fu", folder)
     total = len(graphs) * len(devices) * seeds
     rows, done = [], 0
@@ -271,58 +304,79 @@ def run_table3(
         for d in devices:
             for seed in range(seeds):
                 progress(done, total, f"{graph.name} d={d}")
-                result, go_seconds = solve(graph, d, go_solver(policy, steps, SAMPLES, True), seed)
-                fused = result.solution
-                base = dataclasses.replace(fused, fusion=None, objective={})
-                unfused = checked_score(graph, machine(d), base).makespan
-                default = checked_score(graph, machine(d), default_fusion(graph, base)).makespan
-                budget = sa_evaluations(
-                    graph, d, base, SA_FACTOR * result.evaluations,
-                    SA_FACTOR * go_seconds if sa_time else None, seed,
-                )  # fmt: skip
-                start = time.perf_counter()
-                annealed = anneal_fusion(graph, machine(d), base, Objective.MAKESPAN, budget, seed)
-                sa_seconds = time.perf_counter() - start
-                sa = checked_score(graph, machine(d), annealed).makespan
-                rows.append({
-                    "model": graph.name, "ops": graph.n_ops, "devices": d, "seed": seed,
-                    "unfused ms": 1e3 * unfused, "default": unfused / default,
-                    "sa": unfused / sa, "go-one": unfused / result.value,
-                    "go-one ms": 1e3 * result.value, "go-one evaluations": result.evaluations,
-                    "go-one s": round(go_seconds, 2),
-                    "sa evaluations": budget,
-                    "sa s": round(sa_seconds, 2), "go groups": fused.n_groups,
-                    "sa groups": annealed.n_groups,
-                })  # fmt: skip
+                what = f"go-one on {graph.name} ({d} devices, seed {seed})"
+                row = failures.run(
+                    what, partial(_table3_row, graph, d, seed, policy, steps, sa_time)
+                )
+                if row is not None:
+                    rows.append(row)
                 done += 1
     return rows
 
 
+def _table3_row(
+    graph: Graph, d: int, seed: int, policy: str, steps: int, sa_time: bool
+) -> dict[str, Any]:
+    """GO-one on the graph, then the default's and SA's fusion of its unfused solution."""
+    result, go_seconds = solve(graph, d, go_solver(policy, steps, SAMPLES, True), seed)
+    fused = result.solution
+    base = dataclasses.replace(fused, fusion=None, objective={})
+    unfused = checked_score(graph, machine(d), base).makespan
+    default = checked_score(graph, machine(d), default_fusion(graph, base)).makespan
+    budget = sa_evaluations(
+        graph, d, base, SA_FACTOR * result.evaluations,
+        SA_FACTOR * go_seconds if sa_time else None, seed,
+    )  # fmt: skip
+    start = time.perf_counter()
+    annealed = anneal_fusion(graph, machine(d), base, Objective.MAKESPAN, budget, seed)
+    sa_seconds = time.perf_counter() - start
+    sa = checked_score(graph, machine(d), annealed).makespan
+    return {
+        "model": graph.name, "ops": graph.n_ops, "devices": d, "seed": seed,
+        "unfused ms": 1e3 * unfused, "default": unfused / default,
+        "sa": unfused / sa, "go-one": unfused / result.value,
+        "go-one ms": 1e3 * result.value, "go-one evaluations": result.evaluations,
+        "go-one s": round(go_seconds, 2),
+        "sa evaluations": budget,
+        "sa s": round(sa_seconds, 2), "go groups": fused.n_groups,
+        "sa groups": annealed.n_groups,
+    }  # fmt: skip
+
+
 def fig6_summary(rows: Sequence[dict[str, Any]], modes: Sequence[str]) -> list[str]:
-    """The bars' lines: pl+sch+fu against the other modes and the compiler default."""
+    """The bars' lines: pl+sch+fu against the other modes and the compiler default.
+
+    Each compares the rows where both columns ran (a failed run is NaN).
+    """
     lines = []
     full = np.array([r["pl+sch+fu"] for r in rows]) if "pl+sch+fu" in modes else None
     if full is None:
         return lines
     searches = [s for s in SEARCHES if s in rows[0]]
     for other in (*[m for m in modes if m != "pl+sch+fu"], DEFAULT, ZERO_SHOT, *searches):
-        gains = 100 * (np.array([r[other] for r in rows]) / full - 1)
+        theirs = np.array([r[other] for r in rows])
+        ran = np.isfinite(theirs) & np.isfinite(full)
+        if ran.any():
+            gains = 100 * (theirs[ran] / full[ran] - 1)
+            lines.append(
+                f"- pl+sch+fu against {other}, per row: {gain_line(gains, digits=1)} "
+                f"(min {gains.min():+.1f} %)"
+            )
+    gap = (full / np.array([r[BOUND] for r in rows]))[np.isfinite(full)]
+    if gap.size:
         lines.append(
-            f"- pl+sch+fu against {other}, per row: {gain_line(gains, digits=1)} "
-            f"(min {gains.min():+.1f} %)"
+            f"- pl+sch+fu against the fused lower bound (`bounds.fused_makespan_lower_bound`): "
+            f"{gap.mean():.2f}x on average ({gap.min():.2f}x to {gap.max():.2f}x)"
         )
-    gap = full / np.array([r[BOUND] for r in rows])
-    lines.append(
-        f"- pl+sch+fu against the fused lower bound (`bounds.fused_makespan_lower_bound`): "
-        f"{gap.mean():.2f}x on average ({gap.min():.2f}x to {gap.max():.2f}x)"
-    )
     held = [r for r in rows if r["model"].split(".")[0] in HELD_OUT_FAMILY]
     for r in held:
         gain = 100 * (r[DEFAULT] / r[ZERO_SHOT] - 1)
-        lines.append(
-            f"- zero-shot on held-out {r['model']} ({r['devices']} devices): {r[ZERO_SHOT]:.4f} "
-            f"ms against the compiler default's {r[DEFAULT]:.4f} ms ({gain:+.1f} %)"
-        )
+        if math.isfinite(gain):
+            lines.append(
+                f"- zero-shot on held-out {r['model']} ({r['devices']} devices): "
+                f"{r[ZERO_SHOT]:.4f} ms against the compiler default's {r[DEFAULT]:.4f} ms "
+                f"({gain:+.1f} %)"
+            )
     return lines
 
 
@@ -342,49 +396,30 @@ def table3_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
-def markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows as a markdown table."""
-    columns = list(rows[0])
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        cells = [f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def plot_fig6(rows: Sequence[dict[str, Any]], modes: Sequence[str], path: Path) -> Path:
     """Bars per model: each mode's and the zero-shot's speedup over the compiler default."""
-    plt = pyplot()
+    plt = reports.pyplot()
     columns = (ZERO_SHOT, *modes, *(s for s in SEARCHES if s in rows[0]))
     names = [f"{r['model'].split('.')[0]} d={r['devices']}" for r in rows]
     figure, axis = plt.subplots(figsize=(max(6.0, 1.4 * len(rows)), 4))
-    width = 0.8 / len(columns)
-    for k, column in enumerate(columns):
-        values = [r[DEFAULT] / r[column] for r in rows]
-        axis.bar(np.arange(len(rows)) + k * width, values, width, label=column)
+    speedups = {column: [r[DEFAULT] / r[column] for r in rows] for column in columns}
+    ticks = reports.grouped_bars(axis, speedups, names)
     axis.axhline(1.0, color="black", linewidth=0.8)
-    axis.set_xticks(np.arange(len(rows)) + 0.4 - width / 2, names, rotation=20)
+    axis.set_xticks(ticks, names, rotation=20)
     axis.set_ylabel("speedup over the compiler default")
     axis.legend(fontsize=7, ncol=2)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
-
-
-def _write(folder: Path, title: str, command: str, rows: list[dict[str, Any]],
-           lines: list[str]) -> list[Path]:  # fmt: skip
-    """summary.md, runs.csv and runs.json."""
-    text = "\n".join(lines) + "\n\n" + markdown(rows)
-    (folder / "summary.md").write_text(f"# {title}\n\nCommand: `{command}`\n\n{text}\n")
-    (folder / "runs.json").write_text(json.dumps(rows, indent=1, default=float) + "\n")
-    return [folder / "summary.md", write_csv(folder / "runs.csv", rows), folder / "runs.json"]
+    return reports.save_figure(figure, path)
 
 
 @dataclasses.dataclass(frozen=True)
-class _GOBench:
-    """What both GO suites take: zoo models, device counts, GO-one's PPO steps, seeds."""
+class _GOBench(reports.PaperSuite):
+    """What both GO suites take: zoo models, device counts, GO-one's PPO steps, seeds.
 
+    Each runs its own rows (`rows`) and sums them up (`summary`); both write the same reports.
+    """
+
+    suite: ClassVar[str]
+    """The suite's name, in its messages."""
     models: tuple[str, ...]
     devices: tuple[int, ...]
     steps: int = STEPS
@@ -399,18 +434,50 @@ class _GOBench:
         return "wall time" if self.sa_time else "evaluations"
 
     def __post_init__(self) -> None:
-        if not self.models or not self.devices or min(self.devices) < 1 or max(self.devices) > 8:
-            raise GraphoptError(
-                f"go suites: need models and device counts in 1..8, got {self.devices}"
-            )
-        if self.steps < 1 or self.seeds < 1:
-            raise GraphoptError("go suites: steps and seeds must be >= 1")
+        if not self.models:
+            raise GraphoptError(f"{self.suite}: name at least one zoo model")
+        check_counts(self.suite, self.devices, (1, 8), steps=self.steps, seeds=self.seeds)
+
+    @abc.abstractmethod
+    def rows(
+        self, graphs: Sequence[Graph], scratch: Path, progress: Progress, failures: Failures
+    ) -> list[dict[str, Any]]:
+        """The suite's rows on the graphs; the untrained starts go to `scratch`."""
+
+    @abc.abstractmethod
+    def summary(self, rows: Sequence[dict[str, Any]]) -> list[str]:
+        """The lines that sum the rows up."""
+
+    def figures(self, rows: Sequence[dict[str, Any]], folder: Path) -> list[Path]:
+        """The suite's figures, drawn into `folder`."""
+        return []
+
+    def table(self, folder: Path, progress: Progress, failures: Failures) -> list[dict[str, Any]]:
+        """Exports the graphs and runs the suite's rows."""
+        graphs = zoo_training_graphs(self.models)
+        with tempfile.TemporaryDirectory() as scratch:  # the untrained starts
+            return self.rows(graphs, Path(scratch), progress, failures)
+
+    def report(
+        self, rows: list[dict[str, Any]], folder: Path, command: str, failures: Failures
+    ) -> Report:
+        """summary.md (summary lines, the rows' table), runs.csv, runs.json and the figures."""
+        files = [
+            reports.write_csv(folder / "runs.csv", rows),
+            reports.write_json(folder / "runs.json", rows),
+        ]
+        files += self.figures(rows, folder)
+        lines = self.summary(rows)
+        body = "\n".join(lines) + "\n\n" + reports.rows_table(rows)
+        title = self.title()
+        return reports.paper_report(folder, title, command, body, failures, files, [title, *lines])
 
 
 @dataclasses.dataclass(frozen=True)
 class GOFig6Bench(_GOBench):
     """`bench go-fig6`: GO's modes trained per graph, the compiler default, zero-shot."""
 
+    suite: ClassVar[str] = "go-fig6"
     models: tuple[str, ...] = FIG6_MODELS
     devices: tuple[int, ...] = FIG6_DEVICES
 
@@ -423,26 +490,35 @@ class GOFig6Bench(_GOBench):
             f"{', '.join(map(str, self.devices))} devices; {self.seeds} seed(s); makespans in ms"
         )
 
-    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
-        """Runs the suite into `folder`; returns summary lines and files."""
+    def rows(
+        self, graphs: Sequence[Graph], scratch: Path, progress: Progress, failures: Failures
+    ) -> list[dict[str, Any]]:
+        """Every mode, the default, zero-shot and the searches on each graph (`run_fig6`)."""
         from graphopt.learning.systems.go.config import MODES
 
-        folder.mkdir(parents=True, exist_ok=True)
-        graphs = zoo_training_graphs(self.models)
-        with tempfile.TemporaryDirectory() as scratch:  # the untrained starts
-            rows = run_fig6(
-                graphs, self.devices, MODES, self.steps, self.seeds, Path(scratch), progress,
-                self.sa_time,
-            )  # fmt: skip
-        lines = [self.title(), *fig6_summary(rows, MODES)]
-        written = _write(folder, self.title(), command, rows, lines[1:])
-        return lines, [*written, plot_fig6(rows, MODES, folder / "fig6.png")]
+        return run_fig6(
+            graphs, self.devices, MODES, self.steps, self.seeds, scratch, progress,
+            self.sa_time, failures,
+        )  # fmt: skip
+
+    def summary(self, rows: Sequence[dict[str, Any]]) -> list[str]:
+        """pl+sch+fu against the other columns (`fig6_summary`)."""
+        from graphopt.learning.systems.go.config import MODES
+
+        return fig6_summary(rows, MODES)
+
+    def figures(self, rows: Sequence[dict[str, Any]], folder: Path) -> list[Path]:
+        """fig6.png: the speedups over the compiler default."""
+        from graphopt.learning.systems.go.config import MODES
+
+        return [plot_fig6(rows, MODES, folder / "fig6.png")]
 
 
 @dataclasses.dataclass(frozen=True)
 class GOTable3Bench(_GOBench):
     """`bench go-table3`: fusion speedups of the default, SA and GO-one."""
 
+    suite: ClassVar[str] = "go-table3"
     models: tuple[str, ...] = TABLE3_MODELS
     devices: tuple[int, ...] = TABLE3_DEVICES
 
@@ -455,13 +531,32 @@ class GOTable3Bench(_GOBench):
             f"{self.seeds} seed(s)"
         )
 
-    def run(self, folder: Path, command: str, progress: Progress) -> tuple[list[str], list[Path]]:
-        """Runs the suite into `folder`; returns summary lines and files."""
-        folder.mkdir(parents=True, exist_ok=True)
-        graphs = zoo_training_graphs(self.models)
-        with tempfile.TemporaryDirectory() as scratch:  # the untrained start
-            rows = run_table3(
-                graphs, self.devices, self.steps, self.seeds, Path(scratch), progress, self.sa_time
-            )
-        lines = [self.title(), *table3_summary(rows)]
-        return lines, _write(folder, self.title(), command, rows, lines[1:])
+    def rows(
+        self, graphs: Sequence[Graph], scratch: Path, progress: Progress, failures: Failures
+    ) -> list[dict[str, Any]]:
+        """GO-one and the fusions of its solution on each graph (`run_table3`)."""
+        return run_table3(
+            graphs, self.devices, self.steps, self.seeds, scratch, progress, self.sa_time,
+            failures,
+        )  # fmt: skip
+
+    def summary(self, rows: Sequence[dict[str, Any]]) -> list[str]:
+        """GO-one's fusion against SA's and the default's (`table3_summary`)."""
+        return table3_summary(rows)
+
+
+def _settings(kind: type[_GOBench], settings: BenchSettings) -> _GOBench:
+    """A GO suite's settings: the options given, the others at its defaults."""
+    return kind(**settings.given("models", "devices", "steps", "seeds"), sa_time=settings.sa_time)
+
+
+def run_fig6_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench go-fig6`."""
+    bench = _settings(GOFig6Bench, settings)
+    return bench.run(settings.output_dir / settings.suite, settings.command, progress)
+
+
+def run_table3_suite(settings: BenchSettings, progress: Progress) -> Report:
+    """`graphopt bench go-table3`."""
+    bench = _settings(GOTable3Bench, settings)
+    return bench.run(settings.output_dir / settings.suite, settings.command, progress)
