@@ -239,3 +239,20 @@ def test_importing_a_solver_loads_no_trainer() -> None:
 
 def test_evaluation_imports_no_system() -> None:
     assert [(a, b) for a, b in _imports().edges if _layer(a) == "evaluation" and _system(b)] == []
+
+
+CLI_FUNCTION_LINES = 80
+"""The most lines a function of `cli/` may span, decorators included: a command parses, calls
+the library and prints; what is longer hides a helper (typer's option declarations go in
+module-level `Annotated` aliases)."""
+
+
+def test_no_cli_function_is_longer_than_80_lines() -> None:
+    long = []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if node.end_lineno - first + 1 > CLI_FUNCTION_LINES:
+                    long.append(f"{path.name}: {node.name}, {node.end_lineno - first + 1} lines")
+    assert long == []

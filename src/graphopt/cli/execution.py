@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -28,7 +28,9 @@ from graphopt.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from graphopt.execution.measure import EagerComparison
+    from rich.table import Table
+
+    from graphopt.execution.measure import EagerComparison, OrderMeasurement
     from graphopt.importers.torch_export import Capture
     from graphopt.ir.solution import Solution
 
@@ -220,31 +222,40 @@ def measure(
     rows = measure_orders(
         capture, dict(zip(labels, solutions, strict=True)), seed=seed, repeats=repeats
     )
-    records = [
-        {
-            "order": row.label,
-            "predicted_peak": row.predicted,
-            "persistent": row.persistent,
-            "predicted_live_peak": row.predicted_live,
-            "measured_live_peak": row.measurement.live_peak,
-            "allocator_peak": row.measurement.allocator_peak,
-            "cuda_peak": row.measurement.cuda_peak,
-            "seconds": row.measurement.seconds,
-            "outputs_identical": row.identical,
-            **_eager_fields(row.eager),
-        }
-        for row in rows
-    ]
+    records = [_measured_record(row) for row in rows]
     _note_unapplied_fusion(paths, solutions)
     if as_json:
         print_json({"model": model, "graph": capture.graph.name, "orders": records})
-        return
+    else:
+        console.print(_measure_table(capture.graph.name, rows, records))
+
+
+def _measured_record(row: OrderMeasurement) -> dict[str, Any]:
+    """One order's JSON fields: predicted and measured peaks, time, and the output checks."""
+    return {
+        "order": row.label,
+        "predicted_peak": row.predicted,
+        "persistent": row.persistent,
+        "predicted_live_peak": row.predicted_live,
+        "measured_live_peak": row.measurement.live_peak,
+        "allocator_peak": row.measurement.allocator_peak,
+        "cuda_peak": row.measurement.cuda_peak,
+        "seconds": row.measurement.seconds,
+        "outputs_identical": row.identical,
+        **_eager_fields(row.eager),
+    }
+
+
+def _measure_table(
+    graph: str, rows: Sequence[OrderMeasurement], records: Sequence[dict[str, Any]]
+) -> Table:
+    """`measure`'s table: an order a row, numbers never folded (a narrow terminal folds words)."""
     from rich.table import Table
 
     from graphopt.execution.measure import EAGER_ATOL, EAGER_RTOL
 
     table = Table(
-        title=f"{capture.graph.name}: memory in bytes, persistent {rows[0].persistent:,}",
+        title=f"{graph}: memory in bytes, persistent {rows[0].persistent:,}",
         caption=f"vs eager: max difference to eager PyTorch's outputs (rtol {EAGER_RTOL:g}, "
         f"atol {EAGER_ATOL:g})",
     )
@@ -271,7 +282,7 @@ def measure(
     table.add_column("vs eager", overflow="fold")
     for line in cells:
         table.add_row(*line)
-    console.print(table)
+    return table
 
 
 @user_errors

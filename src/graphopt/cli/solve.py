@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -39,9 +40,21 @@ from graphopt.solvers.registry import (
 
 if TYPE_CHECKING:
     from graphopt.costmodels.machine import Machine
+    from graphopt.costmodels.score import Score
     from graphopt.costmodels.targets import TargetModel
     from graphopt.ir.graph import Graph
     from graphopt.ir.solution import Solution
+    from graphopt.optimize import OptimizeResult
+
+
+ReferenceFlag = Annotated[bool, typer.Option(help="Use the plain reference scorer (slow oracle).")]
+ScoreTargetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Also score on a target model: noisy:S, bandwidth:B or latency:L (repeatable)."
+    ),
+]
+ScoreSeedOption = Annotated[int, typer.Option(help="Seed of the noisy target's runtimes.")]
 
 
 @user_errors
@@ -53,16 +66,9 @@ def score(
     latency: SolutionLatencyOption = None,
     bandwidth: BandwidthOption = None,
     mode: SolutionModeOption = None,
-    reference: Annotated[
-        bool, typer.Option(help="Use the plain reference scorer (slow oracle).")
-    ] = False,
-    target: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Also score on a target model: noisy:S, bandwidth:B or latency:L (repeatable)."
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the noisy target's runtimes.")] = 0,
+    reference: ReferenceFlag = False,
+    target: ScoreTargetOption = None,
+    seed: ScoreSeedOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
     """Check a solution and compute its peak memory and makespan (docs/format.md sections 5-6).
@@ -73,7 +79,6 @@ def score(
     """
     from graphopt.costmodels.machine import Machine
     from graphopt.costmodels.score import Scorer
-    from graphopt.costmodels.targets import TargetModel
     from graphopt.ir.io import read_graph, read_solution
 
     graph = read_graph(graph_path)
@@ -87,59 +92,78 @@ def score(
         result = reference_score(graph, solution, machine)
     else:
         result = Scorer(graph, machine).score(solution)
+    targets = _target_scores(graph, machine, solution, target or [], seed)
+    claimed = dict(solution.objective)
+    # Claims describe the solution's own machine; with another machine they are not comparable.
+    overridden = any(v is not None for v in (devices, capacity, latency, bandwidth, mode))
+    disagreements = [] if overridden else result.disagreements(claimed)
+    if as_json:
+        document = {
+            "graph": graph.name,
+            "devices": machine.n_devices,
+            "valid": True,
+            **_shown_score(result.to_json()),
+            "fusion_groups": solution.n_groups,
+            "machine": machine.to_json(),
+            "claimed": claimed,
+            "claims_agree": None if overridden else not disagreements,
+        }
+        print_json(document | ({"targets": targets} if targets else {}))
+    else:
+        title = f"{solution_path.name} on {graph.name or graph_path.name}"
+        console.print(_score_table(title, result, machine, solution, targets))
+        for line in disagreements:
+            typer.echo(f"claim disagrees: {line}", err=True)
+    if disagreements:
+        raise typer.Exit(1)
+
+
+def _target_scores(
+    graph: Graph, machine: Machine, solution: Solution, texts: Sequence[str], seed: int
+) -> list[dict[str, Any]]:
+    """The solution's makespan and speedup on each `--target` model."""
+    from graphopt.costmodels.score import Scorer
+    from graphopt.costmodels.targets import TargetModel
+
     targets = []
-    for text in target or []:
+    for text in texts:
         model = TargetModel.parse(text)
         target_graph, target_machine = model.apply(graph, machine, seed)
         scored = Scorer(target_graph, target_machine).score(solution)
         targets.append(
             {"target": str(model), "makespan": scored.makespan, "speedup": shown(scored.speedup)}
         )
-    claimed = dict(solution.objective)
-    # Claims describe the solution's own machine; with another machine they are not comparable.
-    overridden = any(v is not None for v in (devices, capacity, latency, bandwidth, mode))
-    disagreements = [] if overridden else result.disagreements(claimed)
-    document = {
-        "graph": graph.name,
-        "devices": machine.n_devices,
-        "valid": True,
-        **_shown_score(result.to_json()),
-        "fusion_groups": solution.n_groups,
-        "machine": machine.to_json(),
-        "claimed": claimed,
-        "claims_agree": None if overridden else not disagreements,
-    }
-    if targets:
-        document["targets"] = targets
-    if as_json:
-        print_json(document)
-    else:
-        table = Table(
-            title=f"{solution_path.name} on {graph.name or graph_path.name}", show_header=False
+    return targets
+
+
+def _score_table(
+    title: str,
+    result: Score,
+    machine: Machine,
+    solution: Solution,
+    targets: Sequence[dict[str, Any]],
+) -> Table:
+    """`score`'s table: validity, peaks, makespan, speedup, fusion and each target's numbers."""
+    table = Table(title=title, show_header=False)
+    table.add_row("valid", "yes")
+    table.add_row("peak memory (bytes)", f"{result.peak_memory:,}")
+    table.add_row("per device", ", ".join(f"{p:,}" for p in result.peak_memory_per_device))
+    if machine.capacity is not None:
+        table.add_row(
+            "fits capacity",
+            f"{'yes' if result.feasible else 'no'} ({machine.capacity:,} per device)",
         )
-        table.add_row("valid", "yes")
-        table.add_row("peak memory (bytes)", f"{result.peak_memory:,}")
-        table.add_row("per device", ", ".join(f"{p:,}" for p in result.peak_memory_per_device))
-        if machine.capacity is not None:
-            table.add_row(
-                "fits capacity",
-                f"{'yes' if result.feasible else 'no'} ({machine.capacity:,} per device)",
-            )
-        table.add_row("makespan (s)", f"{result.makespan:.9g}")
-        table.add_row("speedup", f"{result.speedup:.4f}")
-        if solution.n_groups:
-            fused = int((solution.fusion >= 0).sum())
-            table.add_row("fusion", f"{solution.n_groups:,} groups of {fused:,} ops")
-        for row in targets:
-            table.add_row(
-                f"on target {row['target']}",
-                f"makespan {row['makespan']:.9g} s, speedup {row['speedup']:.4f}",
-            )
-        console.print(table)
-        for line in disagreements:
-            typer.echo(f"claim disagrees: {line}", err=True)
-    if disagreements:
-        raise typer.Exit(1)
+    table.add_row("makespan (s)", f"{result.makespan:.9g}")
+    table.add_row("speedup", f"{result.speedup:.4f}")
+    if solution.n_groups:
+        fused = int((solution.fusion >= 0).sum())
+        table.add_row("fusion", f"{solution.n_groups:,} groups of {fused:,} ops")
+    for row in targets:
+        table.add_row(
+            f"on target {row['target']}",
+            f"makespan {row['makespan']:.9g} s, speedup {row['speedup']:.4f}",
+        )
+    return table
 
 
 def _shown_score(document: dict[str, Any]) -> dict[str, Any]:
@@ -169,68 +193,82 @@ def _parse_pins(texts: list[str]) -> dict[str, int]:
     return pins
 
 
+SolutionOutput = Annotated[
+    Path, typer.Option("--output", "-o", help="Solution file to write (graphopt.solution/1).")
+]
+ObjectiveOption = Annotated[str, typer.Option(help="What to minimize: peak-memory or makespan.")]
+DevicesOption = Annotated[int, typer.Option(help="Number of devices.")]
+LatencyOption = Annotated[float, typer.Option(help="Seconds added to each transfer.")]
+ModeOption = Annotated[str, typer.Option(help="Transfer mode: sync or async.")]
+SolverOption = Annotated[str, typer.Option(help="Solver name (see `graphopt solvers`).")]
+PolicyOption = Annotated[
+    str | None,
+    typer.Option(help=f"Policy checkpoint of a learned solver ({', '.join(LEARNED)})."),
+]
+FinetuneOption = Annotated[
+    int,
+    typer.Option(
+        min=0, help=f"PPO steps on the graph before solving it ({', '.join(FINETUNERS)})."
+    ),
+]
+BudgetOption = Annotated[
+    int | None,
+    typer.Option(help="Evaluations (repeatable with --seed) \\[default: --time 10 if neither]."),
+]
+TimeOption = Annotated[float | None, typer.Option("--time", help="Seconds of search.")]
+SeedOption = Annotated[int, typer.Option(min=0, help="Random seed.")]
+PinOption = Annotated[
+    list[str] | None,
+    typer.Option(help="Fix an op's device: OP=DEVICE, repeatable."),
+]
+CandidatesOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Also write the top-K distinct schedules of a sampling solver (gflownet) here, "
+        "with report.json: their speedups on the proxy and each --target, and diversity."
+    ),
+]
+TopKOption = Annotated[int, typer.Option(min=1, help="K of --candidates.")]
+CandidateTargetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Re-score the candidates on a target model: noisy:S, bandwidth:B or latency:L "
+        "(repeatable; seeded by --seed)."
+    ),
+]
+FusionOption = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Fuse ops: search (with placement and order: {', '.join(FUSION_SEARCHERS)}), "
+        "or after the search, on its best placement and order: default (XLA-like), "
+        "xla-priority, greedy (Inductor-like), anneal (over fusion priorities); or none "
+        f"\\[default: {_DEFAULT_FUSION} on a graph with fusion classes, else none].",
+        show_default=False,
+    ),
+]
+
+
 @user_errors
 def optimize(
     graph_path: GraphArgument,
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Solution file to write (graphopt.solution/1).")
-    ],
-    objective: Annotated[
-        str, typer.Option(help="What to minimize: peak-memory or makespan.")
-    ] = "peak-memory",
-    devices: Annotated[int, typer.Option(help="Number of devices.")] = 2,
+    output: SolutionOutput,
+    objective: ObjectiveOption = "peak-memory",
+    devices: DevicesOption = 2,
     capacity: CapacityOption = None,
-    latency: Annotated[float, typer.Option(help="Seconds added to each transfer.")] = 0.0,
+    latency: LatencyOption = 0.0,
     bandwidth: BandwidthOption = None,
-    mode: Annotated[str, typer.Option(help="Transfer mode: sync or async.")] = "sync",
-    solver: Annotated[str, typer.Option(help="Solver name (see `graphopt solvers`).")] = "auto",
-    policy: Annotated[
-        str | None,
-        typer.Option(help=f"Policy checkpoint of a learned solver ({', '.join(LEARNED)})."),
-    ] = None,
-    finetune: Annotated[
-        int,
-        typer.Option(
-            min=0, help=f"PPO steps on the graph before solving it ({', '.join(FINETUNERS)})."
-        ),
-    ] = 0,
-    budget: Annotated[
-        int | None,
-        typer.Option(
-            help="Evaluations (repeatable with --seed) \\[default: --time 10 if neither]."
-        ),
-    ] = None,
-    time_limit: Annotated[float | None, typer.Option("--time", help="Seconds of search.")] = None,
-    seed: Annotated[int, typer.Option(min=0, help="Random seed.")] = 0,
-    pin: Annotated[
-        list[str] | None,
-        typer.Option(help="Fix an op's device: OP=DEVICE, repeatable."),
-    ] = None,
-    candidates: Annotated[
-        Path | None,
-        typer.Option(
-            help="Also write the top-K distinct schedules of a sampling solver (gflownet) here, "
-            "with report.json: their speedups on the proxy and each --target, and diversity."
-        ),
-    ] = None,
-    top_k: Annotated[int, typer.Option(min=1, help="K of --candidates.")] = 100,
-    target: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Re-score the candidates on a target model: noisy:S, bandwidth:B or latency:L "
-            "(repeatable; seeded by --seed)."
-        ),
-    ] = None,
-    fusion: Annotated[
-        str | None,
-        typer.Option(
-            help=f"Fuse ops: search (with placement and order: {', '.join(FUSION_SEARCHERS)}), "
-            "or after the search, on its best placement and order: default (XLA-like), "
-            "xla-priority, greedy (Inductor-like), anneal (over fusion priorities); or none "
-            f"\\[default: {_DEFAULT_FUSION} on a graph with fusion classes, else none].",
-            show_default=False,
-        ),
-    ] = None,
+    mode: ModeOption = "sync",
+    solver: SolverOption = "auto",
+    policy: PolicyOption = None,
+    finetune: FinetuneOption = 0,
+    budget: BudgetOption = None,
+    time_limit: TimeOption = None,
+    seed: SeedOption = 0,
+    pin: PinOption = None,
+    candidates: CandidatesOption = None,
+    top_k: TopKOption = 100,
+    target: CandidateTargetOption = None,
+    fusion: FusionOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Find a placement and schedule; write the best solution and print a summary.
@@ -242,8 +280,6 @@ def optimize(
     check_output(output, "-o")
     if candidates is not None:
         check_output(candidates, "--candidates", folder=True)
-    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
-
     from graphopt.costmodels.machine import Machine
     from graphopt.costmodels.targets import TargetModel
     from graphopt.ir.io import read_graph, write_solution
@@ -257,13 +293,50 @@ def optimize(
     targets = [TargetModel.parse(text) for text in target or []]
     if targets and candidates is None:
         raise GraphoptError("--target re-scores the candidates: give --candidates DIR too")
+    search = functools.partial(
+        run_optimize, graph, machine, objective, solver, budget, time_limit, seed, pins,
+        policy=policy, candidates=top_k if candidates is not None else 0, fusion=fusion,
+        finetune=finetune,
+    )  # fmt: skip
+    result = _search(search, solver, budget, objective, as_json)
+    write_solution(graph, result.solution, output)
+    report = None
+    if candidates is not None:
+        report = _write_candidates(
+            graph, machine, objective, result.candidates, top_k, candidates, targets, seed
+        )
+    summary = _summary(graph, solver, result, output, report)
+    if as_json:
+        print_json(summary)
+    else:
+        title = f"{solver} on {graph.name or graph_path.name}"
+        console.print(_optimize_table(title, summary, result, fusion, top_k, candidates))
+        for note in summary["notes"]:
+            typer.echo(f"note: {one_line(note)}", err=True)
+    if not result.feasible:
+        _refuse_infeasible(result, machine, output)
+
+
+def _search(
+    search: Callable[..., OptimizeResult],
+    solver: str,
+    budget: int | None,
+    objective: str,
+    quiet: bool,
+) -> OptimizeResult:
+    """Runs `search(progress=...)` under a bar of the best value so far.
+
+    Ctrl-C before any solution was found is exit 130 (after one, `optimize` returns the best).
+    """
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+
     unit = "bytes" if objective == "peak-memory" else "s"
     columns = [
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[best]}"),
     ]
-    with progress_bar(*columns, TimeElapsedColumn(), quiet=as_json) as bar:
+    with progress_bar(*columns, TimeElapsedColumn(), quiet=quiet) as bar:
         task = bar.add_task(solver, total=budget, best="")
 
         def progress(evaluations: int, value: float, excess: int) -> None:
@@ -271,41 +344,30 @@ def optimize(
             bar.update(task, completed=evaluations, best=f"best {value:,.6g} {unit}{over}")
 
         try:
-            result = run_optimize(
-                graph,
-                machine,
-                objective,
-                solver,
-                budget,
-                time_limit,
-                seed,
-                pins,
-                (),
-                progress,
-                policy,
-                top_k if candidates is not None else 0,
-                fusion,
-                finetune,
-            )
+            result = search(progress=progress)
         except KeyboardInterrupt:
             typer.echo("error: interrupted before any solution was found", err=True)
             raise typer.Exit(130) from None
         bar.update(task, completed=result.evaluations)
+    return result
+
+
+def _summary(
+    graph: Graph,
+    solver: str,
+    result: OptimizeResult,
+    output: Path,
+    report: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What `optimize --json` prints: the result, its score and notes, and the candidates'."""
     solution = result.solution
-    write_solution(graph, solution, output)
     exact = int if result.objective.value == "peak-memory" else float  # bytes are integers
-    value, bound = exact(result.value), exact(result.bound)
-    report = None
-    if candidates is not None:
-        report = _write_candidates(
-            graph, machine, objective, result.candidates, top_k, candidates, targets, seed
-        )
     summary = {
         "graph": graph.name,
         "solver": solver,
         "objective": result.objective.value,
-        "value": value,
-        "lower_bound": bound,
+        "value": exact(result.value),
+        "lower_bound": exact(result.bound),
         "gap": shown(result.gap),
         "status": result.status,
         "stopped": solution.solver.get("stopped"),
@@ -319,53 +381,68 @@ def optimize(
     }
     if report is not None:
         summary["candidates"] = report
-    if as_json:
-        print_json(summary)
-    else:
-        table = Table(title=f"{solver} on {graph.name or graph_path.name}", show_header=False)
-        table.add_row("objective", f"{result.objective.value} ({unit})")
-        table.add_row("best", f"{value:,.9g}")
-        table.add_row("lower bound", f"{bound:,.9g} (best is {percent(result.gap)} above it)")
-        status = result.status
-        if summary["stopped"] == "stalled":
-            status += ", stopped early: the search stalled (see the note)"
-        table.add_row("status", status)
-        table.add_row("peak memory (bytes)", f"{result.score.peak_memory:,}")
-        table.add_row("makespan (s)", f"{result.score.makespan:.9g}")
-        if solution.n_groups:
-            table.add_row("fusion groups", f"{solution.n_groups:,} ({fusion})")
-        table.add_row("evaluations", f"{result.evaluations:,}")
-        table.add_row("seconds", f"{result.seconds:.3f}")
-        table.add_row("written to", str(output))
-        if report is not None:
-            table.add_row(
-                f"top {report['k']} candidates"
-                + (f" (K = {top_k} asked; see the note)" if report["k"] < top_k else ""),
-                f"proxy speedup best {report['proxy']['best']:.4f}, "
-                f"mean {report['proxy']['mean']:.4f}; written to {candidates}",
-            )
-            for name, row in report["targets"].items():
-                table.add_row(
-                    f"on target {name}", f"speedup best {row['best']:.4f}, mean {row['mean']:.4f}"
-                )
-            diversity = report["diversity"]
-            table.add_row(
-                "diversity",
-                f"GED {diversity['ged']:.4f}, d_inv {diversity['d_inv']:.4g}, "
-                f"d_sen {diversity['d_sen']:.4g}",
-            )
-        console.print(table)
-        for note in summary["notes"]:
-            typer.echo(f"note: {one_line(note)}", err=True)
-    if not result.feasible:
-        proof = f" No placement can meet it: {result.proof}." if result.proof else ""
-        typer.echo(
-            f"error: no solution found fits the capacity of {machine.capacity:,} bytes per "
-            f"device; the best needs {result.score.peak_memory:,} bytes on its fullest device, "
-            f"{result.excess:,} bytes over capacity in total; it was written to {output}.{proof}",
-            err=True,
+    return summary
+
+
+def _optimize_table(
+    title: str,
+    summary: dict[str, Any],
+    result: OptimizeResult,
+    fusion: str,
+    top_k: int,
+    candidates: Path | None,
+) -> Table:
+    """`optimize`'s table: the value and its bound, status, score, and the candidates' report."""
+    unit = "bytes" if result.objective.value == "peak-memory" else "s"
+    table = Table(title=title, show_header=False)
+    table.add_row("objective", f"{result.objective.value} ({unit})")
+    table.add_row("best", f"{summary['value']:,.9g}")
+    table.add_row(
+        "lower bound",
+        f"{summary['lower_bound']:,.9g} (best is {percent(result.gap)} above it)",
+    )
+    status = result.status
+    if summary["stopped"] == "stalled":
+        status += ", stopped early: the search stalled (see the note)"
+    table.add_row("status", status)
+    table.add_row("peak memory (bytes)", f"{result.score.peak_memory:,}")
+    table.add_row("makespan (s)", f"{result.score.makespan:.9g}")
+    if result.solution.n_groups:
+        table.add_row("fusion groups", f"{result.solution.n_groups:,} ({fusion})")
+    table.add_row("evaluations", f"{result.evaluations:,}")
+    table.add_row("seconds", f"{result.seconds:.3f}")
+    table.add_row("written to", str(summary["output"]))
+    report = summary.get("candidates")
+    if report is not None:
+        table.add_row(
+            f"top {report['k']} candidates"
+            + (f" (K = {top_k} asked; see the note)" if report["k"] < top_k else ""),
+            f"proxy speedup best {report['proxy']['best']:.4f}, "
+            f"mean {report['proxy']['mean']:.4f}; written to {candidates}",
         )
-        raise typer.Exit(EXIT_INFEASIBLE)
+        for name, row in report["targets"].items():
+            table.add_row(
+                f"on target {name}", f"speedup best {row['best']:.4f}, mean {row['mean']:.4f}"
+            )
+        diversity = report["diversity"]
+        table.add_row(
+            "diversity",
+            f"GED {diversity['ged']:.4f}, d_inv {diversity['d_inv']:.4g}, "
+            f"d_sen {diversity['d_sen']:.4g}",
+        )
+    return table
+
+
+def _refuse_infeasible(result: OptimizeResult, machine: Machine, output: Path) -> NoReturn:
+    """Exit 3 with one line: no solution fits the capacity (the best one was written)."""
+    proof = f" No placement can meet it: {result.proof}." if result.proof else ""
+    typer.echo(
+        f"error: no solution found fits the capacity of {machine.capacity:,} bytes per "
+        f"device; the best needs {result.score.peak_memory:,} bytes on its fullest device, "
+        f"{result.excess:,} bytes over capacity in total; it was written to {output}.{proof}",
+        err=True,
+    )
+    raise typer.Exit(EXIT_INFEASIBLE)
 
 
 def _write_candidates(
