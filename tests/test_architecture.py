@@ -79,15 +79,20 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def _imports() -> nx.DiGraph:
+def _imports(top_level: bool = False) -> nx.DiGraph:
     """module -> graphopt module it imports (a `from pkg import name` names `pkg.name` when
-    that is a module, else `pkg`)."""
+    that is a module, else `pkg`).
+
+    With `top_level`, only what a module runs when it is imported: no imports inside functions
+    or under `TYPE_CHECKING`, and a `from pkg import name` also names `pkg`, whose `__init__`
+    runs too.
+    """
     files = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph = nx.DiGraph()
     graph.add_nodes_from(files)
     for module, path in files.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
+        for node in tree.body if top_level else ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -96,6 +101,8 @@ def _imports() -> nx.DiGraph:
                     f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base
                     for alias in node.names
                 ]
+                if top_level:
+                    targets.append(base)
             else:
                 continue
             for target in targets:
@@ -207,29 +214,8 @@ def test_no_solver_imports_a_trainer() -> None:
         assert not any(b.endswith(".train") for b in imports.successors(solver)), name
 
 
-def _module_level_imports() -> nx.DiGraph:
-    """The imports a module runs when it is imported: top level only, no `TYPE_CHECKING`."""
-    files = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
-    graph = nx.DiGraph()
-    for module, path in files.items():
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(module, path.name == "__init__.py", node)
-                targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
-            else:
-                continue
-            for target in targets:
-                while target and target not in files:
-                    target = target.rpartition(".")[0]
-                if target.startswith("graphopt") and target != module:
-                    graph.add_edge(module, target)
-    return graph
-
-
 def test_importing_a_solver_loads_no_trainer() -> None:
-    imports = _module_level_imports()
+    imports = _imports(top_level=True)
     for name in _systems():
         if name in SEARCH_IS_TRAINING:
             continue
