@@ -20,7 +20,7 @@ import numpy as np
 from graphopt.costmodels.machine import Machine
 from graphopt.evaluation.fusion_bench import zoo_training_graphs
 from graphopt.evaluation.metrics import mean_with_ci
-from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
+from graphopt.learning.systems.gdp.solver import GDPAlone, GDPSolverConfig
 from graphopt.solvers.base import Budget, Problem
 
 HELD_OUT = (
@@ -49,7 +49,7 @@ def main() -> None:
             problem = Problem(graph, machine, "makespan")
             for seed in range(args.seeds):
                 makespans = [
-                    GDP(GDPSolverConfig(args.policy, scratch=scratch))
+                    GDPAlone(GDPSolverConfig(args.policy, scratch=scratch))
                     .solve(problem, Budget(evaluations=1000), seed=seed)
                     .value
                     for scratch in (False, True)

@@ -223,7 +223,7 @@ def test_optimize_help_lists_what_the_registry_and_the_code_accept() -> None:
     )
 
     assert set(LEARNED) == {n for n, e in SOLVERS.items() if e.learned} >= {"go", "gdp"}
-    assert set(FINETUNERS) == {"gdp", "go"}
+    assert set(FINETUNERS) == {"gdp", "gdp-policy", "go", "go-policy"}
     assert {"brkga", "local-search", "auto", "go", "go-anneal"} <= set(FUSION_SEARCHERS)
     assert f"({', '.join(LEARNED)})" in option_help("optimize", "policy")
     assert f"({', '.join(FINETUNERS)})" in option_help("optimize", "finetune")
@@ -244,7 +244,7 @@ def test_optimize_help_lists_what_the_registry_and_the_code_accept() -> None:
 )
 def test_help_shows_its_bracketed_defaults(command: str, default: str) -> None:
     # typer renders help as rich markup, in which an unescaped "[default: x]" is a tag.
-    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"}).stdout
+    shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "1000"}).stdout
     assert default in shown
 
 

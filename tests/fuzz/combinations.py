@@ -306,7 +306,7 @@ def _optimize(draft: _Draft, rng: random.Random, inputs: Inputs, light: bool) ->
     devices = rng.choice((None, None, *range(1, 9)))
     if solver in ("regal", "gas", "idrs") and rng.random() < 0.7:
         devices = 2
-    if solver in ("gdp", "go", "hdp", "gflownet") and rng.random() < 0.7:
+    if solver in ("gdp", "gdp-policy", "go", "go-policy", "hdp", "gflownet") and rng.random() < 0.7:
         objective = "makespan"
     if solver in SAMPLERS and rng.random() < 0.7:
         devices = 4

@@ -15,7 +15,7 @@ from graphopt.errors import GraphoptError
 from graphopt.ir.generators import generate
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.placement.hint import partition_hint
-from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
+from graphopt.learning.systems.gdp.solver import GDPAlone, GDPSolverConfig
 from graphopt.papers.gdp import (
     METHODS,
     GDPBench,
@@ -73,8 +73,8 @@ def test_gdp_one_trains_a_scratch_network_on_the_graph(hinted_gdp_policy) -> Non
     graph = generate("layered", 50, seed=6)
     problem = Problem(graph, Machine(n_devices=2, latency=1e-3, bandwidth=1e7), "makespan")
     config = GDPSolverConfig(hinted_gdp_policy, finetune=3, samples=4, scratch=True)
-    first = GDP(config).solve(problem, Budget(evaluations=10_000), seed=3)
-    again = GDP(config).solve(problem, Budget(evaluations=10_000), seed=3)
+    first = GDPAlone(config).solve(problem, Budget(evaluations=10_000), seed=3)
+    again = GDPAlone(config).solve(problem, Budget(evaluations=10_000), seed=3)
     assert first.evaluations == 1 + 1 + 3 * 8 + 1 + 4  # the hint; 8 samples per step
     assert np.array_equal(first.solution.placement, again.solution.placement)
     assert first.value == again.value

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from graphopt.cli import app
@@ -14,8 +16,15 @@ from graphopt.ir.io import read_solution, write_graph
 from graphopt.ir.solution import Solution
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.placement.hint import partition_hint
-from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig, offer_scheduled
+from graphopt.learning.seeding import Elite
+from graphopt.learning.systems.gdp.solver import (
+    SEARCH_SAMPLES,
+    GDPAlone,
+    GDPSolverConfig,
+    offer_scheduled,
+)
 from graphopt.solvers.base import Budget, Problem, SolverError, Tracker
+from graphopt.solvers.portfolio import Portfolio
 from graphopt.solvers.registry import make_solver
 
 
@@ -30,10 +39,10 @@ def test_zero_shot_placements_on_any_device_count_are_valid_and_exact(policy, n_
     graph = generate("sbm", 60, seed=3)  # never trained on
     machine = Machine(n_devices=n_devices, latency=1e-3, bandwidth=1e7)
     problem = Problem(graph, machine, "makespan")
-    result = make_solver("gdp", policy).solve(problem, Budget(evaluations=100), seed=0)
+    result = make_solver("gdp-policy", policy).solve(problem, Budget(evaluations=100), seed=0)
     assert result.evaluations == 1 + 64  # the most likely placement, then 64 samples
     assert reference_score(graph, result.solution, machine).makespan == result.value
-    again = make_solver("gdp", policy).solve(problem, Budget(evaluations=100), seed=0)
+    again = make_solver("gdp-policy", policy).solve(problem, Budget(evaluations=100), seed=0)
     assert again.value == result.value
 
 
@@ -51,7 +60,7 @@ def test_fine_tuning_spends_its_samples_and_keeps_pins(policy, monkeypatch) -> N
         return schedules(env, placements)
 
     monkeypatch.setattr(PlacementEnv, "schedules", spy)
-    solver = GDP(GDPSolverConfig(policy=policy, finetune=3, samples=10))
+    solver = GDPAlone(GDPSolverConfig(policy=policy, finetune=3, samples=10))
     result = solver.solve(problem, Budget(evaluations=1000), seed=1)
     # PPO's rewards are of placements the problem allows, not only the offers
     assert sum(map(len, scored)) > result.evaluations
@@ -68,7 +77,8 @@ def test_bad_requests_are_refused_in_one_line(policy) -> None:
     graph = generate("layered", 20, seed=1)
     with pytest.raises(SolverError, match=r"places onto 2\.\.4 devices, the machine has 5"):
         make_solver("gdp", policy).solve(Problem(graph, Machine(5), "makespan"), Budget(10))
-    with pytest.raises(SolverError, match="--finetune applies to gdp, go, not 'heft'"):
+    finetuners = "gdp, gdp-policy, go, go-policy"
+    with pytest.raises(SolverError, match=f"--finetune applies to {finetuners}, not 'heft'"):
         make_solver("heft", finetune=2)
     with pytest.raises(SolverError, match="finetune must be in"):
         GDPSolverConfig(finetune=-1)
@@ -114,7 +124,7 @@ def test_offers_are_scheduled_as_the_policys_environment_schedules() -> None:
     for schedulers in (("ready-queue",), ("timeline",), ("ready-queue", "timeline")):
         env = PlacementEnv(graph, machine, schedulers=schedulers)
         tracker = Tracker(problem, Budget(evaluations=10))
-        offer_scheduled(tracker, env, placements)
+        offer_scheduled(tracker, env, None, placements)
         assert tracker.evaluations == 6
         best = int(np.argmin(env.step(placements).makespan))
         assert tracker.best_key == (0, env.step(placements[best]).makespan[0])
@@ -126,7 +136,7 @@ def test_a_hinted_policy_offers_its_hint_first_and_never_returns_worse(hinted_gd
     graph = generate("layered", 60, seed=9)
     machine = Machine(n_devices=3, latency=1e-3, bandwidth=1e7)
     problem = Problem(graph, machine, "makespan")
-    solver = GDP(GDPSolverConfig(hinted_gdp_policy, samples=4))
+    solver = GDPAlone(GDPSolverConfig(hinted_gdp_policy, samples=4))
     result = solver.solve(problem, Budget(evaluations=100), seed=0)
     assert result.evaluations == 1 + 1 + 4  # the hint, the most likely placement, the samples
     env = PlacementEnv(graph, machine)
@@ -142,7 +152,63 @@ def test_a_bad_policy_is_refused_on_one_device_too(tmp_path, bad) -> None:
     graph = generate("layered", 12, seed=0)
     write_graph(graph, tmp_path / "graph.json")
     problem = Problem(graph, Machine(1), "makespan")
-    solver = GDP(GDPSolverConfig(policy=str(tmp_path / bad)))
+    solver = GDPAlone(GDPSolverConfig(policy=str(tmp_path / bad)))
     for budget in (Budget(evaluations=5), Budget(seconds=1e-3)):  # spent by the first offer
         with pytest.raises(SolverError, match="policy checkpoint"):
             solver.solve(problem, budget)
+
+
+def test_gdp_searches_the_rest_of_its_budget_from_its_best_placements(policy, monkeypatch) -> None:
+    """`gdp` = the policy's offers, then `auto`'s search seeded with its best distinct ones."""
+    graph = generate("sbm", 60, seed=3)
+    machine = Machine(n_devices=4, latency=1e-3, bandwidth=1e7)
+    problem = Problem(graph, machine, "makespan")
+    config = GDPSolverConfig(policy, samples=SEARCH_SAMPLES)
+    alone = GDPAlone(config).solve(problem, Budget(evaluations=300), seed=0)
+    seeds: list[list[Solution]] = []
+    run = Portfolio.run
+
+    def spy(self, problem, tracker, rng, initial):
+        seeds.append(list(initial))
+        return run(self, problem, tracker, rng, initial)
+
+    monkeypatch.setattr(Portfolio, "run", spy)
+    searched = make_solver("gdp", policy).solve(problem, Budget(evaluations=300), seed=0)
+    assert alone.evaluations == 1 + SEARCH_SAMPLES and searched.evaluations == 300
+    assert searched.value <= alone.value
+    assert reference_score(graph, searched.solution, machine).makespan == searched.value
+    (initial,) = seeds
+    assert 1 < len(initial) <= GDPSolverConfig().seeds
+    values = [reference_score(graph, seed, machine).makespan for seed in initial]
+    assert values == sorted(values) and values[0] == alone.value  # the policy's best first
+    assert len({(s.placement.tobytes(), s.order.tobytes()) for s in initial}) == len(initial)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 6),
+    st.lists(st.integers(1, 7), min_size=1, max_size=4),
+    st.integers(0, 2**31),
+    st.sampled_from([None, 3]),
+)
+def test_the_elite_keeps_the_best_distinct_candidates(size, batches, seed, capacity) -> None:
+    """`Elite` against a sort of every candidate offered, repeats dropped."""
+    rng = np.random.default_rng(seed)
+    graph = generate("layered", 6, seed=0)
+    problem = Problem(graph, Machine(2, capacity=capacity), "makespan")
+    elite = Elite(problem, size)
+    every: list[tuple[int, float, bytes]] = []
+    for rows in batches:
+        placements = rng.integers(0, 2, (rows, 6))
+        orders = [rng.permutation(3) for _ in range(rows)]
+        peaks = rng.integers(0, 6, (rows, 2))
+        makespans = rng.integers(1, 4, rows).astype(float)  # ties are common
+        elite.add(placements, orders, peaks, makespans)
+        excess, value = problem.fitness(peaks, makespans)
+        for b in range(rows):
+            key = placements[b].astype(np.int32).tobytes() + orders[b].astype(np.int64).tobytes()
+            if key not in {k for *_, k in every}:
+                every.append((int(excess[b]), float(value[b]), key))
+    expected = sorted(every, key=lambda kept: kept[:2])[:size]
+    kept = elite.solutions()
+    assert [s.placement.tobytes() + s.order.tobytes() for s in kept] == [k for *_, k in expected]

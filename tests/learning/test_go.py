@@ -32,7 +32,7 @@ from graphopt.learning.systems.go.env import (
     stage_behaviour,
 )
 from graphopt.learning.systems.go.network import GOPolicy
-from graphopt.learning.systems.go.solver import GO, GOSolverConfig
+from graphopt.learning.systems.go.solver import GO, GOAlone, GOSolverConfig
 from graphopt.learning.systems.go.train import CentredGOTrainer, GOTrainer
 from graphopt.learning.training import train
 from graphopt.optimize import optimize
@@ -282,10 +282,14 @@ def go_policy(tmp_path_factory) -> str:
 def test_the_solver_rescores_exactly_and_never_loses_to_its_start(go_policy, n_devices, fusion):
     graph = toy_graph()
     machine = Machine(n_devices, latency=0.05, bandwidth=3e5)
-    result = optimize(graph, machine, "makespan", solver="go", policy=go_policy, fusion=fusion)
+    result = optimize(
+        graph, machine, "makespan", solver="go", policy=go_policy, fusion=fusion, evaluations=300
+    )
     exact = reference_score(graph, result.solution, machine)
     assert exact.makespan == pytest.approx(result.value, rel=1e-9)
-    assert (result.solution.n_groups > 0) == (fusion == "search")
+    alone = optimize(graph, machine, "makespan", "go-policy", policy=go_policy, fusion=fusion)
+    assert (alone.solution.n_groups > 0) == (fusion == "search")
+    assert reference_score(graph, alone.solution, machine).makespan == pytest.approx(alone.value)
     default = optimize(graph, machine, "makespan", solver="compiler-default", fusion=fusion)
     if n_devices == 1:
         assert result.value <= default.value * (1 + 1e-9)
@@ -307,7 +311,7 @@ def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(
         return decode(graph, machine, placements, *rest)
 
     monkeypatch.setattr(envs_go, "decode", spy)
-    solver = GO(GOSolverConfig(policy=go_policy, finetune=2, samples=4, explore=explore))
+    solver = GOAlone(GOSolverConfig(policy=go_policy, finetune=2, samples=4, explore=explore))
     result = solver.solve(problem, Budget(evaluations=1000), seed=0)
     assert (result.solution.placement[:5] == 1).all()
     # PPO's rewards and the search's incumbent are of solutions the problem allows
@@ -317,7 +321,7 @@ def test_the_solver_fine_tunes_keeps_pins_and_spends_its_budget(
     again = solver.solve(problem, Budget(evaluations=1000), seed=0)
     assert again.value == result.value
     control = GOSolverConfig(go_policy, 2, 4, explore=explore, learn=False)
-    frozen = GO(control).solve(problem, Budget(evaluations=1000), seed=0)
+    frozen = GOAlone(control).solve(problem, Budget(evaluations=1000), seed=0)
     assert frozen.evaluations == result.evaluations
     with pytest.raises(SolverError, match="explore must be in"):
         GOSolverConfig(explore=0.0)
@@ -342,7 +346,7 @@ def test_a_separate_mode_solves_each_task_knowing_only_the_decisions_before_it(
     monkeypatch.setattr(envs_go, "decode", spy)
     config = GOSolverConfig(str(tmp_path / "run" / "best.pt"), finetune=3, samples=4, explore=2.0)
     problem = Problem(toy_graph(), MACHINE, Objective.MAKESPAN, fusion=True)
-    result = GO(config).solve(problem, Budget(evaluations=1000), seed=0)
+    result = GOAlone(config).solve(problem, Budget(evaluations=1000), seed=0)
     stages = [pattern for k, pattern in enumerate(decided) if k == 0 or pattern != decided[k - 1]]
     # offers: the start (fused), the compiler's, the most likely; then the search, stage by stage
     assert stages == [(True, True), (False, False), (True, True), (False, False), (True, False),
@@ -367,7 +371,9 @@ def test_mismatched_requests_are_refused_naming_both(go_policy, tmp_path) -> Non
 
 def test_a_graph_without_fusion_classes_says_fusion_was_skipped(go_policy) -> None:
     graph = generate("layered", 30, seed=2)
-    result = optimize(graph, MACHINE, "makespan", solver="go", policy=go_policy, fusion="search")
+    result = optimize(
+        graph, MACHINE, "makespan", solver="go", policy=go_policy, fusion="search", evaluations=300
+    )
     notes = " ".join(result.solution.solver.get("notes", []))
     assert "fusion" in notes and result.solution.n_groups == 0
     assert Path(go_policy).is_file()
@@ -532,3 +538,17 @@ def test_the_benchmarks_centred_search_starts_at_the_fused_hint_and_keeps_its_be
     for step in range(2):
         trainer.step(step)
     assert float(env.score(trainer.centre).reward[0]) == trainer.reward
+
+
+@pytest.mark.parametrize("fusion", [False, True])
+def test_go_searches_the_rest_of_its_budget_and_never_loses_to_its_policy(go_policy, fusion):
+    """`go` = the policy's offers, then `auto`'s search (fusion included) seeded with them."""
+    graph = toy_graph()
+    problem = Problem(graph, MACHINE, Objective.MAKESPAN, fusion=fusion)
+    alone = GOAlone(GOSolverConfig(go_policy, samples=8)).solve(problem, Budget(400), seed=2)
+    searched = GO(GOSolverConfig(go_policy, samples=8)).solve(problem, Budget(400), seed=2)
+    assert alone.evaluations < 400 and searched.evaluations == 400
+    assert searched.value <= alone.value
+    exact = reference_score(graph, searched.solution, MACHINE)
+    assert exact.makespan == pytest.approx(searched.value, rel=1e-9)
+    assert searched.solution.solver["name"] == "go" and alone.solution.solver["name"] == "go-policy"

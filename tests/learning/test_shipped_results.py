@@ -23,7 +23,7 @@ DIGESTS = {
     ("gas", "makespan"): "c9e4aa61766ac376b20933de40492630",
     ("idrs", "peak-memory"): "69159cd09247e6928b4fd9760431254d",
     ("idrs", "makespan"): "b2c5749860e79931ff0220ec72f3885b",
-    ("gdp", "makespan"): "1f05ffdb1842bb0a8372872695034f02",  # hint + timelines (issue 21)
+    ("gdp-policy", "makespan"): "1f05ffdb1842bb0a8372872695034f02",  # hint + timelines (issue 21)
 }
 
 

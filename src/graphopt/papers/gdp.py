@@ -52,7 +52,7 @@ from graphopt.learning.formats import shipped_policy_path
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.placement.hint import partition_hint
 from graphopt.learning.systems.gdp.solver import (
-    GDP,
+    GDPAlone,
     GDPSolverConfig,
     load_gdp_checkpoint,
 )
@@ -142,16 +142,16 @@ def _methods(
         "hdp": lambda cell, seed: _solve(cell, make_solver("hdp"), evaluations, seed),
         "gdp-one": lambda cell, seed: _solve(
             cell,
-            GDP(GDPSolverConfig(policy, finetune=steps, samples=samples, scratch=True)),
+            GDPAlone(GDPSolverConfig(policy, finetune=steps, samples=samples, scratch=True)),
             evaluations + 1,
             seed,
         ),
         "gdp-zero-shot": lambda cell, seed: _solve(
-            cell, GDP(GDPSolverConfig(policy, samples=samples)), samples + 2, seed
+            cell, GDPAlone(GDPSolverConfig(policy, samples=samples)), samples + 2, seed
         ),
         "gdp-finetune": lambda cell, seed: _solve(
             cell,
-            GDP(GDPSolverConfig(policy, finetune=finetune, samples=samples)),
+            GDPAlone(GDPSolverConfig(policy, finetune=finetune, samples=samples)),
             (finetune + 1) * samples + 3,
             seed,
         ),

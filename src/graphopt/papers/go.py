@@ -115,12 +115,12 @@ def go_solver(
 
     `explore` and `learn` as `GOSolverConfig`'s: by default GO-one searches around its incumbent.
     """
-    from graphopt.learning.systems.go.solver import GO, GOSolverConfig
+    from graphopt.learning.systems.go.solver import GOAlone, GOSolverConfig
 
     config = GOSolverConfig(
         policy, steps, samples, scratch=scratch, compiler_fusion=True, explore=explore, learn=learn
     )
-    return GO(config)
+    return GOAlone(config)
 
 
 def centred_trainer(

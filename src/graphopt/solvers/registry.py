@@ -209,7 +209,15 @@ SOLVERS: dict[str, SolverEntry] = {
         "graphopt.learning.systems.gdp.solver",
         "gdp",
         "GDP: a placement policy places every op in one pass (zero-shot, --finetune STEPS "
-        "of PPO first), GO's ready-queue schedule (paper 003; makespan, 2-8 devices)",
+        "of PPO first), GO's ready-queue schedule, then auto's search from its best samples "
+        "for the rest of the budget (paper 003; makespan, 2-8 devices)",
+        learned=True,
+        finetunes=True,
+    ),
+    "gdp-policy": SolverEntry(
+        "graphopt.learning.systems.gdp.solver",
+        "gdp_policy",
+        "GDP's policy alone: gdp without the search after it (paper 003's placer)",
         learned=True,
         finetunes=True,
     ),
@@ -218,7 +226,16 @@ SOLVERS: dict[str, SolverEntry] = {
         "go",
         "GO: a multi-task policy decides every op's device, scheduling priority and (with "
         "--fusion search) fusion priority in one pass (zero-shot, --finetune STEPS of PPO "
-        "first) (paper 002; makespan, 1-8 devices)",
+        "first), then auto's search from its best samples for the rest of the budget "
+        "(paper 002; makespan, 1-8 devices)",
+        learned=True,
+        finetunes=True,
+        searches_fusion=True,
+    ),
+    "go-policy": SolverEntry(
+        "graphopt.learning.systems.go.solver",
+        "go_policy",
+        "GO's policy alone: go without the search after it (paper 002's decisions)",
         learned=True,
         finetunes=True,
         searches_fusion=True,

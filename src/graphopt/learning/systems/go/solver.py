@@ -11,18 +11,21 @@ Pinned ops keep their pins in every solution scored, fine-tuning's included. A p
 fusion head (mode without 'fu') on a problem that searches fusion is refused naming both; on a
 graph without fusion classes the fusion head has nothing to decide, and the solution says fusion
 was skipped. Without a `policy`, the shipped one (`graphopt/policies/go-makespan.pt`) is used.
+With `search` (the registry's `go`; `go-policy` is the policy alone), `auto`'s search, fusion
+included, then spends the rest of the budget from the policy's best distinct solutions, as GDP's
+does (`learning.seeding`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from graphopt.ir.solution import Solution
-from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
+from graphopt.learning.seeding import Elite
+from graphopt.learning.systems.gdp.solver import GDP, SEARCH_SAMPLES, GDPSolverConfig
 from graphopt.learning.systems.go.config import GO_FORMAT, MODES, TASKS, GOConfig, GOTrainConfig
 from graphopt.learning.systems.go.env import (
     GOEnv,
@@ -72,10 +75,12 @@ class GO(GDP):
     """
 
     name = "go"
+    system = "go"
     network = GOPolicy
     network_config = GOConfig
     trained_config = GOTrainConfig
     form = GO_FORMAT
+    places_only = False
     config: GOSolverConfig
 
     def __init__(self, config: GOSolverConfig | None = None) -> None:
@@ -99,12 +104,8 @@ class GO(GDP):
                 f"{path} places onto 1..{config.max_devices} devices, the machine has {n_devices}"
             )
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
+    def _offer_policy(
+        self, problem: Problem, tracker: Tracker, rng: np.random.Generator, elite: Elite
     ) -> None:
         """Fine-tunes (if asked), then offers the start, the most likely and sampled decisions."""
         graph, machine = problem.graph, problem.machine
@@ -142,7 +143,9 @@ class GO(GDP):
             """Offers actions [S, 3, n] (undecided tasks -1), pinned by `env`, as many as fit."""
             actions = undecided(actions[: tracker.remaining])
             if len(actions):
-                offer_decoded(problem, tracker, env.decode(actions), fusing)
+                decoded = env.decode(actions)
+                elite.add_decoded(decoded, fusing)
+                offer_decoded(problem, tracker, decoded, fusing)
 
         placement = env.fixed_placement if task.hint is None else task.hint.numpy()
         start = undecided(env.default_actions(placement[None]))
@@ -178,6 +181,20 @@ class GO(GDP):
             offer(sampled)
 
 
+class GOAlone(GO):
+    """GO's policy alone, no search after it: paper 002's decisions, and `go`'s ablation."""
+
+    name = "go-policy"
+
+    def __init__(self, config: GOSolverConfig | None = None) -> None:
+        super().__init__(replace(config or GOSolverConfig(), search=False))
+
+
 def go(policy: str | None = None, finetune: int = 0) -> GO:
-    """The GO solver with the checkpoint at `policy` (None: the shipped one)."""
-    return GO(GOSolverConfig(policy=policy, finetune=finetune))
+    """GO with the checkpoint at `policy` (None: the shipped one), then `auto`'s search."""
+    return GO(GOSolverConfig(policy=policy, finetune=finetune, samples=SEARCH_SAMPLES))
+
+
+def go_policy(policy: str | None = None, finetune: int = 0) -> GOAlone:
+    """GO's policy alone with the checkpoint at `policy` (None: the shipped one)."""
+    return GOAlone(GOSolverConfig(policy=policy, finetune=finetune))
