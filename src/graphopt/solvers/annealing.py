@@ -7,13 +7,11 @@ Simulated annealing (Kirkpatrick et al. 1983) walks the device and order moves o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.incremental import (
     check_positive,
     check_probability,
@@ -73,13 +71,7 @@ class SimulatedAnnealing(Solver):
     def __init__(self, config: AnnealingConfig | None = None) -> None:
         self.config = config or AnnealingConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Anneals from the first valid start."""
         config = self.config
         with_makespan = problem.objective is Objective.MAKESPAN

@@ -22,14 +22,13 @@ starting solution in turn, the tracker's best first, until `patience` steps fail
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.device_orders import device_order_candidates
 from graphopt.solvers.events import events_from_op_order, offer_op_order
 
@@ -92,13 +91,7 @@ class BlockSearch(Solver):
     def __init__(self, config: BlockSearchConfig | None = None) -> None:
         self.config = config or BlockSearchConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Climbs from the tracker's best, then from each initial solution.
 
         With nothing to move (one device, fewer than two ops) it only scores its first start.

@@ -14,14 +14,12 @@ they differ from the policy only in how the decisions are chosen:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.expert import expert_placement
 from graphopt.solvers.go_decoder import Decoded, decode
 from graphopt.solvers.incremental import check_positive
@@ -83,13 +81,7 @@ class CompilerDefault(Solver):
     def __init__(self, config: CompilerDefaultConfig | None = None) -> None:
         self.config = config or CompilerDefaultConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Decodes and offers the one default solution."""
         decoded = decode(
             problem.graph,
@@ -162,13 +154,7 @@ class GOAnnealing(Solver):
     def __init__(self, config: GOAnnealingConfig | None = None) -> None:
         self.config = config or GOAnnealingConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Anneals from the compiler default's placement."""
         config, graph = self.config, problem.graph
         fused = bool(problem.fusion and graph.n_ops and graph.op_fusion.any())

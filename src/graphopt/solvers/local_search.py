@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, Tracker
 from graphopt.solvers.incremental import (
     check_positive,
     check_probability,
@@ -58,13 +58,7 @@ class LocalSearch(Solver):
     def __init__(self, config: LocalSearchConfig | None = None) -> None:
         self.config = config or LocalSearchConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Climbs from each start until `patience` steps fail to improve, then restarts.
 
         With `Problem.fusion`: half the budget climbs placements and orders without groups (the

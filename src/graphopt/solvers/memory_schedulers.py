@@ -34,8 +34,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.events import events_from_op_order, offer_op_orders
 
 OrderFunction = Callable[[Graph, np.ndarray | None, int], np.ndarray]
@@ -641,13 +640,7 @@ class CompilerScheduler(Solver):
         self.name = name
         self.schedules = COMPILER_SCHEDULERS[name]
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers each heuristic's order, with lazy and eager transfers where they differ."""
         placement = pinned_placement(problem)
         n_devices = problem.machine.n_devices

@@ -7,7 +7,6 @@ scorer, and its orders are drawn by a numba kernel of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numba
@@ -15,8 +14,7 @@ import numpy as np
 
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
 from graphopt.solvers.incremental import check_positive, random_placements
 
 
@@ -133,13 +131,7 @@ class RandomSearch(Solver):
     def __init__(self, config: RandomSearchConfig | None = None) -> None:
         self.config = config or RandomSearchConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Draws and scores batches until the budget is spent."""
         while True:
             placements = random_placements(

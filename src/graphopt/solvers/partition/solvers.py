@@ -9,14 +9,13 @@ from __future__ import annotations
 import itertools
 import math
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, get_args
 
 import numpy as np
 
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.device_orders import device_order_candidates
 from graphopt.solvers.events import TransferPlacement, offer_op_orders
 from graphopt.solvers.memory_schedulers import dfs_order
@@ -123,13 +122,7 @@ class _GraphPartitionSolver(Solver):
     ) -> np.ndarray:
         """[n_ops] device of each op for one weighting and imbalance."""
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers each distinct partition with its orders and transfer placements."""
         seen: set[bytes] = set()
         for balance in weightings(problem, self.config):

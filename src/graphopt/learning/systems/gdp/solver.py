@@ -16,7 +16,7 @@ places onto 2..its `max_devices` devices.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any
@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphopt.ir.solution import Solution
 from graphopt.learning.formats import CheckpointError, CheckpointFormat, shipped_policy_path
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.runs import stored_configs
@@ -32,7 +31,7 @@ from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.systems.gdp.config import GDP_FORMAT, GDPConfig, TrainConfig
 from graphopt.learning.systems.gdp.env import Graphs, most_likely, sample
 from graphopt.learning.systems.gdp.network import GDPPolicy
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.ready_queue import offer_only_placement
 
 
@@ -159,13 +158,7 @@ class GDP(Solver):
         policy.load_state_dict(state)
         return policy, trained
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Fine-tunes (if asked), then offers the most likely and the sampled placements."""
         graph, machine = problem.graph, problem.machine
         if self.config.policy is not None:  # refused before an offer can end the run

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from graphopt.ir.solution import Solution
 from graphopt.learning.systems.gdp.solver import GDP, GDPSolverConfig
 from graphopt.learning.systems.go.config import GO_FORMAT, MODES, TASKS, GOConfig, GOTrainConfig
 from graphopt.learning.systems.go.env import (
@@ -32,7 +31,7 @@ from graphopt.learning.systems.go.env import (
     stage_behaviour,
 )
 from graphopt.learning.systems.go.network import Behaviour, GOPolicy
-from graphopt.solvers.base import Problem, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, SolverError, Tracker
 from graphopt.solvers.go_baselines import offer_decoded
 
 
@@ -99,13 +98,7 @@ class GO(GDP):
                 f"{path} places onto 1..{config.max_devices} devices, the machine has {n_devices}"
             )
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Fine-tunes (if asked), then offers the start, the most likely and sampled decisions."""
         graph, machine = problem.graph, problem.machine
         policy, trained = self._checkpoint(problem, rng)
