@@ -15,7 +15,6 @@ scored exactly (`_climb_keys`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,13 +75,7 @@ class LocalSearch(Solver):
             best = [Solution(tracker.best_placement, tracker.best_order, n_devices)]
         self._climb_keys(problem, tracker, rng, [*best, *initial])
 
-    def _climb(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def _climb(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """The climb of paper 001 over placements and orders, scored incrementally."""
         config = self.config
         with_makespan = problem.objective is Objective.MAKESPAN
@@ -108,13 +101,7 @@ class LocalSearch(Solver):
                     key = keys[best]
                 stale = 0 if improved else stale + 1
 
-    def _climb_keys(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def _climb_keys(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """The same climb over random-key chromosomes, fusion priorities included.
 
         Starts: the best of the chromosomes `RandomKeyDecoder.seeds` gives for the known
