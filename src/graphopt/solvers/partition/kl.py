@@ -18,13 +18,13 @@ from graphopt.solvers.base import SolverError
 from graphopt.solvers.partition.fm import bisection_cut, fm_refine, grow_side_zero
 from graphopt.solvers.partition.hypergraph import Hypergraph, tensor_hypergraph
 from graphopt.solvers.partition.kway import refine_kway
-from graphopt.solvers.partition.weights import Balance, checked_pins, vertex_weights
+from graphopt.solvers.partition.weights import Weighting, checked_pins, vertex_weights
 
 
 def kernighan_lin_partition(
     graph: Graph,
     n_devices: int,
-    balance: Balance | np.ndarray = "runtime",
+    balance: Weighting = "runtime",
     rng: np.random.Generator | None = None,
     *,
     pinned: np.ndarray | None = None,

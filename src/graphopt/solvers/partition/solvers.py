@@ -21,7 +21,7 @@ from graphopt.solvers.events import TransferPlacement, offer_op_orders
 from graphopt.solvers.memory_schedulers import dfs_order
 from graphopt.solvers.partition.backends import hypergraph_partition, metis_partition
 from graphopt.solvers.partition.kl import kernighan_lin_partition
-from graphopt.solvers.partition.weights import Balance, memory_weights
+from graphopt.solvers.partition.weights import Balance, Weighting, memory_weights
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,9 @@ HYPERGRAPH = GraphPartitionConfig(
 graph (METIS 0.02 s), so the hypergraph solver tries the weightings that win most often."""
 
 
-def weightings(problem: Problem, config: GraphPartitionConfig) -> list[Balance | np.ndarray]:
+def weightings(problem: Problem, config: GraphPartitionConfig) -> list[Weighting]:
     """What the partitions balance: the balance modes, and for peak memory `memory_weights`."""
-    found: list[Balance | np.ndarray] = list(config.balances)
+    found: list[Weighting] = list(config.balances)
     if problem.objective is Objective.PEAK_MEMORY:
         found += [memory_weights(problem.graph, scale) for scale in config.activation_scales]
     return found
@@ -114,11 +114,7 @@ class _GraphPartitionSolver(Solver):
 
     @abstractmethod
     def partition(
-        self,
-        problem: Problem,
-        balance: Balance | np.ndarray,
-        imbalance: float,
-        rng: np.random.Generator,
+        self, problem: Problem, balance: Weighting, imbalance: float, rng: Rng
     ) -> np.ndarray:
         """[n_ops] device of each op for one weighting and imbalance."""
 
@@ -139,11 +135,7 @@ class KernighanLinSolver(_GraphPartitionSolver):
     name = "gp-kl"
 
     def partition(
-        self,
-        problem: Problem,
-        balance: Balance | np.ndarray,
-        imbalance: float,
-        rng: np.random.Generator,
+        self, problem: Problem, balance: Weighting, imbalance: float, rng: Rng
     ) -> np.ndarray:
         """[n_ops] device of each op from `kernighan_lin_partition`."""
         return kernighan_lin_partition(
@@ -168,11 +160,7 @@ class _SeededSolver(_GraphPartitionSolver):
         super().__init__(config or self.default)
 
     def partition(
-        self,
-        problem: Problem,
-        balance: Balance | np.ndarray,
-        imbalance: float,
-        rng: np.random.Generator,
+        self, problem: Problem, balance: Weighting, imbalance: float, rng: Rng
     ) -> np.ndarray:
         """[n_ops] device of each op from the partitioner with seed 0."""
         return self.partitioner(
