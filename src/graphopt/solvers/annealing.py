@@ -11,13 +11,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
-from graphopt.solvers.incremental import (
-    check_positive,
+from graphopt.solvers.base import (
+    Initial,
+    Objective,
+    Problem,
+    Rng,
+    Solver,
+    SolverError,
+    Tracker,
+    check_integer,
+    check_non_negative,
+    check_open_probability,
     check_probability,
-    current_starts,
-    offer_batch,
 )
+from graphopt.solvers.incremental import current_starts, offer_batch
 
 
 @dataclass(frozen=True)
@@ -42,17 +49,14 @@ class AnnealingConfig:
     """Energy weight of bytes over capacity, relative to the objective (both normalized)."""
 
     def __post_init__(self) -> None:
-        for name in ("initial_acceptance", "final_acceptance"):
-            value = getattr(self, name)
-            if not 0.0 < value < 1.0:
-                raise SolverError(f"{name} must be in (0, 1), got {value!r}")
+        check_open_probability("initial_acceptance", self.initial_acceptance)
+        check_open_probability("final_acceptance", self.final_acceptance)
         if self.final_acceptance >= self.initial_acceptance:
             raise SolverError("final_acceptance must be below initial_acceptance")
-        check_positive("calibration_moves", self.calibration_moves)
-        check_positive("max_batch", self.max_batch)
+        check_integer("calibration_moves", self.calibration_moves)
+        check_integer("max_batch", self.max_batch)
         check_probability("device_move_probability", self.device_move_probability)
-        if not math.isfinite(self.capacity_penalty) or self.capacity_penalty < 0:
-            raise SolverError(f"capacity_penalty must be >= 0, got {self.capacity_penalty!r}")
+        check_non_negative("capacity_penalty", self.capacity_penalty)
 
 
 class SimulatedAnnealing(Solver):

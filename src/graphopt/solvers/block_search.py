@@ -28,7 +28,15 @@ import numpy as np
 
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
+from graphopt.solvers.base import (
+    Initial,
+    Problem,
+    Rng,
+    Solver,
+    Tracker,
+    check_integer,
+    check_probability,
+)
 from graphopt.solvers.device_orders import device_order_candidates
 from graphopt.solvers.events import events_from_op_order, offer_op_order
 
@@ -73,14 +81,12 @@ class BlockSearchConfig:
     """Chance that a move starts from the device with the highest peak."""
 
     def __post_init__(self) -> None:
-        for name in ("neighbourhood_size", "patience", "max_run"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SolverError(f"{name} must be an integer >= 1, got {value!r}")
-        for name in ("module_probability", "swap_probability", "bottleneck_probability"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
-                raise SolverError(f"{name} must be in [0, 1], got {value!r}")
+        check_integer("neighbourhood_size", self.neighbourhood_size)
+        check_integer("patience", self.patience)
+        check_integer("max_run", self.max_run)
+        check_probability("module_probability", self.module_probability)
+        check_probability("swap_probability", self.swap_probability)
+        check_probability("bottleneck_probability", self.bottleneck_probability)
 
 
 class BlockSearch(Solver):

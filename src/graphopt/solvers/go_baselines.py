@@ -19,10 +19,18 @@ from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
-from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
+from graphopt.solvers.base import (
+    Initial,
+    Problem,
+    Rng,
+    Solver,
+    SolverError,
+    Tracker,
+    check_integer,
+    check_non_negative,
+)
 from graphopt.solvers.expert import expert_placement
 from graphopt.solvers.go_decoder import Decoded, decode
-from graphopt.solvers.incremental import check_positive
 from graphopt.solvers.list_scheduling import heft_timeline
 
 PlacementChoice = Literal["heft", "expert"]
@@ -110,20 +118,14 @@ class GOAnnealingConfig:
 
     def __post_init__(self) -> None:
         # One level would put every fusion priority at the threshold: nothing could fuse.
-        if (
-            isinstance(self.n_levels, bool)
-            or not isinstance(self.n_levels, int)
-            or self.n_levels < 2
-        ):
-            raise SolverError(f"n_levels must be an integer >= 2, got {self.n_levels!r}")
+        check_integer("n_levels", self.n_levels, low=2)
         if not (math.isfinite(self.hot) and math.isfinite(self.cold) and 0 < self.cold <= self.hot):
             raise SolverError(
                 f"temperatures must satisfy 0 < cold <= hot, got hot={self.hot!r}, "
                 f"cold={self.cold!r}"
             )
-        check_positive("batch", self.batch)
-        if not math.isfinite(self.capacity_penalty) or self.capacity_penalty < 0:
-            raise SolverError(f"capacity_penalty must be >= 0, got {self.capacity_penalty!r}")
+        check_integer("batch", self.batch)
+        check_non_negative("capacity_penalty", self.capacity_penalty)
 
 
 class Task(NamedTuple):

@@ -1041,16 +1041,3 @@ def offer_batch(
     else:
         placement, order = evaluator.placement, evaluator.order
     tracker.offer_best(placement, order, key[0], key[1], value.shape[0])
-
-
-# ------------------------------------------------------------------------------- options
-def check_probability(name: str, value: float) -> None:
-    """Raises SolverError unless `value` is in [0, 1]."""
-    if not 0.0 <= value <= 1.0:
-        raise SolverError(f"{name} must be in [0, 1], got {value!r}")
-
-
-def check_positive(name: str, value: int) -> None:
-    """Raises SolverError unless `value` is an integer >= 1 (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SolverError(f"{name} must be an integer >= 1, got {value!r}")

@@ -20,13 +20,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, Tracker
-from graphopt.solvers.incremental import (
-    check_positive,
+from graphopt.solvers.base import (
+    Initial,
+    Objective,
+    Problem,
+    Rng,
+    Solver,
+    Tracker,
+    check_integer,
     check_probability,
-    current_starts,
-    offer_batch,
 )
+from graphopt.solvers.incremental import current_starts, offer_batch
 from graphopt.solvers.random_keys import RandomKeyDecoder, offer_decoded
 
 
@@ -44,8 +48,8 @@ class LocalSearchConfig:
     """Take a best neighbour that only ties the current solution (walks plateaus of the peak)."""
 
     def __post_init__(self) -> None:
-        check_positive("neighbourhood_size", self.neighbourhood_size)
-        check_positive("patience", self.patience)
+        check_integer("neighbourhood_size", self.neighbourhood_size)
+        check_integer("patience", self.patience)
         check_probability("device_move_probability", self.device_move_probability)
 
 

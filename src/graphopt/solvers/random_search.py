@@ -14,8 +14,8 @@ import numpy as np
 
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
-from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
-from graphopt.solvers.incremental import check_positive, random_placements
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker, check_integer
+from graphopt.solvers.incremental import random_placements
 
 
 @numba.njit(cache=True)
@@ -120,7 +120,7 @@ class RandomSearchConfig:
     """Random solutions drawn and scored together (in parallel)."""
 
     def __post_init__(self) -> None:
-        check_positive("batch_size", self.batch_size)
+        check_integer("batch_size", self.batch_size)
 
 
 class RandomSearch(Solver):
