@@ -11,19 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.solvers.base import (
-    Initial,
-    Objective,
-    Problem,
-    Rng,
-    Solver,
-    SolverError,
-    Tracker,
-    check_integer,
-    check_non_negative,
-    check_open_probability,
-    check_probability,
-)
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
+from graphopt.solvers.checks import check_fields
 from graphopt.solvers.incremental import current_starts, offer_batch
 
 
@@ -49,14 +38,15 @@ class AnnealingConfig:
     """Energy weight of bytes over capacity, relative to the objective (both normalized)."""
 
     def __post_init__(self) -> None:
-        check_open_probability("initial_acceptance", self.initial_acceptance)
-        check_open_probability("final_acceptance", self.final_acceptance)
+        check_fields(
+            self,
+            integer=("calibration_moves", "max_batch"),
+            probability=("device_move_probability",),
+            open_probability=("initial_acceptance", "final_acceptance"),
+            non_negative=("capacity_penalty",),
+        )
         if self.final_acceptance >= self.initial_acceptance:
             raise SolverError("final_acceptance must be below initial_acceptance")
-        check_integer("calibration_moves", self.calibration_moves)
-        check_integer("max_batch", self.max_batch)
-        check_probability("device_move_probability", self.device_move_probability)
-        check_non_negative("capacity_penalty", self.capacity_penalty)
 
 
 class SimulatedAnnealing(Solver):

@@ -74,30 +74,6 @@ def check_memory(what: str, nbytes: int) -> None:
         )
 
 
-def check_integer(name: str, value: Any, low: int = 1) -> None:
-    """Raises SolverError unless `value` is an integer >= `low` (1: a count; bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise SolverError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-def check_probability(name: str, value: Any) -> None:
-    """Raises SolverError unless `value` is a number in [0, 1]."""
-    if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
-        raise SolverError(f"{name} must be in [0, 1], got {value!r}")
-
-
-def check_open_probability(name: str, value: Any) -> None:
-    """Raises SolverError unless `value` is a number in (0, 1): a chance never 0 nor certain."""
-    if not (isinstance(value, int | float) and 0.0 < value < 1.0):
-        raise SolverError(f"{name} must be in (0, 1), got {value!r}")
-
-
-def check_non_negative(name: str, value: Any) -> None:
-    """Raises SolverError unless `value` is a finite number >= 0."""
-    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
-        raise SolverError(f"{name} must be >= 0, got {value!r}")
-
-
 class Objective(StrEnum):
     """What a search minimizes."""
 

@@ -28,15 +28,8 @@ import numpy as np
 
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import (
-    Initial,
-    Problem,
-    Rng,
-    Solver,
-    Tracker,
-    check_integer,
-    check_probability,
-)
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
+from graphopt.solvers.checks import check_fields
 from graphopt.solvers.device_orders import device_order_candidates
 from graphopt.solvers.events import events_from_op_order, offer_op_order
 
@@ -81,12 +74,11 @@ class BlockSearchConfig:
     """Chance that a move starts from the device with the highest peak."""
 
     def __post_init__(self) -> None:
-        check_integer("neighbourhood_size", self.neighbourhood_size)
-        check_integer("patience", self.patience)
-        check_integer("max_run", self.max_run)
-        check_probability("module_probability", self.module_probability)
-        check_probability("swap_probability", self.swap_probability)
-        check_probability("bottleneck_probability", self.bottleneck_probability)
+        check_fields(
+            self,
+            integer=("neighbourhood_size", "patience", "max_run"),
+            probability=("module_probability", "swap_probability", "bottleneck_probability"),
+        )
 
 
 class BlockSearch(Solver):

@@ -19,16 +19,8 @@ from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
-from graphopt.solvers.base import (
-    Initial,
-    Problem,
-    Rng,
-    Solver,
-    SolverError,
-    Tracker,
-    check_integer,
-    check_non_negative,
-)
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
+from graphopt.solvers.checks import check_integer, check_non_negative
 from graphopt.solvers.expert import expert_placement
 from graphopt.solvers.go_decoder import Decoded, decode
 from graphopt.solvers.list_scheduling import heft_timeline

@@ -20,16 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import (
-    Initial,
-    Objective,
-    Problem,
-    Rng,
-    Solver,
-    Tracker,
-    check_integer,
-    check_probability,
-)
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, Tracker
+from graphopt.solvers.checks import check_fields
 from graphopt.solvers.incremental import current_starts, offer_batch
 from graphopt.solvers.random_keys import RandomKeyDecoder, offer_decoded
 
@@ -48,9 +40,11 @@ class LocalSearchConfig:
     """Take a best neighbour that only ties the current solution (walks plateaus of the peak)."""
 
     def __post_init__(self) -> None:
-        check_integer("neighbourhood_size", self.neighbourhood_size)
-        check_integer("patience", self.patience)
-        check_probability("device_move_probability", self.device_move_probability)
+        check_fields(
+            self,
+            integer=("neighbourhood_size", "patience"),
+            probability=("device_move_probability",),
+        )
 
 
 class LocalSearch(Solver):

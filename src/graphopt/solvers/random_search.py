@@ -14,7 +14,8 @@ import numpy as np
 
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
-from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker, check_integer
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
+from graphopt.solvers.checks import check_integer
 from graphopt.solvers.incremental import random_placements
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from graphopt.solvers.base import SolverError, check_integer
+from graphopt.solvers.base import SolverError
+from graphopt.solvers.checks import check_integer
 
 
 @dataclass(frozen=True)
