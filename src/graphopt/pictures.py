@@ -257,6 +257,21 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
     )
 
 
+def _mark_peak(axes: Any, x: float, y: float, color: Any, size: float, label: str | None) -> None:
+    """A device's peak: a black-edged triangle of its colour, drawn even over the axes' edge."""
+    axes.plot(
+        x,
+        y,
+        marker="v",
+        markersize=size,
+        color=color,
+        markeredgecolor="black",
+        linestyle="none",
+        clip_on=False,
+        label=label,
+    )
+
+
 def _draw_memory(axes: Any, profile: MemoryProfile) -> None:
     """Each device's memory per step, its persistent floor shaded, its peak marked."""
     n = profile.n_steps
@@ -289,17 +304,8 @@ def _draw_memory(axes: Any, profile: MemoryProfile) -> None:
             axes.stairs(
                 profile.memory[:, k] / scale, edges, baseline=None, color=color, linewidth=1.2
             )
-            axes.plot(
-                step + 0.5,
-                peak / scale,
-                marker="v",
-                markersize=8,
-                color=color,
-                markeredgecolor="black",
-                linestyle="none",
-                clip_on=False,
-                label=f"dev {k} peak {bytes_text(peak)} at step {step + 1}",
-            )
+            label = f"dev {k} peak {bytes_text(peak)} at step {step + 1}"
+            _mark_peak(axes, step + 0.5, peak / scale, color, 8, label)
     if shown:
         axes.axhline(
             capacity / scale,
@@ -385,16 +391,8 @@ def compare_solutions(
                         f"makespan {seconds_text(profile.makespan)}",
                     )
                     step = int(profile.peak_step[k])
-                    ax.plot(
-                        (step + 0.5) / n,
-                        profile.peak_memory_per_device[k] / scale,
-                        marker="v",
-                        markersize=7,
-                        color=color,
-                        markeredgecolor="black",
-                        linestyle="none",
-                        clip_on=False,
-                    )
+                    peak = profile.peak_memory_per_device[k] / scale
+                    _mark_peak(ax, (step + 0.5) / n, peak, color, 7, None)
         for k, ax in enumerate(axes):
             ax.set_xlim(0, 1)
             ax.set_ylim(0, top * 1.15 / scale)

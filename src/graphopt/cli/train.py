@@ -121,92 +121,57 @@ def train_gflownet(
     )
 
 
-@app.command("gdp")
-@user_errors
-def train_gdp(
-    config: Annotated[
-        str, typer.Argument(help="GDP training config JSON, or a shipped config name (gdp).")
-    ],
-    output: Output,
-    resume: Resume = False,
-    ray: Ray = None,
-    workers: Workers = None,
-    steps: Steps = None,
-    smoke: Smoke = False,
-) -> None:
-    """Train a GDP placement policy with PPO (papers 003, 002); best.pt is the trained policy.
-
-    Sampled placements are scored in --workers processes or on a Ray cluster (--ray).
-    """
-    _train_ppo(
-        "gdp",
-        config,
-        output,
-        resume,
-        smoke,
-        ray,
-        workers,
-        steps,
-    )
+PPOConfig = Annotated[
+    str,
+    typer.Argument(
+        help="Training config JSON, or a shipped config name (gdp: train gdp; go: train go)."
+    ),
+]
 
 
-@app.command("go")
-@user_errors
-def train_go(
-    config: Annotated[
-        str, typer.Argument(help="GO training config JSON, or a shipped config name (go).")
-    ],
-    output: Output,
-    resume: Resume = False,
-    ray: Ray = None,
-    workers: Workers = None,
-    steps: Steps = None,
-    smoke: Smoke = False,
-) -> None:
-    """Train a GO multi-task policy (placement, scheduling, fusion) with PPO (paper 002).
+def _ppo_command(name: str, doc: str) -> None:
+    """Adds `train NAME`, a PPO run of system NAME: GDP and GO take the same options."""
 
-    The config's policy.mode says which tasks are decided and how they are trained (GO fig. 6).
-    Sampled decisions are scored in --workers processes or on a Ray cluster (--ray).
-    """
-    _train_ppo(
-        "go",
-        config,
-        output,
-        resume,
-        smoke,
-        ray,
-        workers,
-        steps,
-    )
+    def command(
+        config: PPOConfig,
+        output: Output,
+        resume: Resume = False,
+        ray: Ray = None,
+        workers: Workers = None,
+        steps: Steps = None,
+        smoke: Smoke = False,
+    ) -> None:
+        state, trained = _train(
+            name,
+            config,
+            output,
+            resume,
+            smoke,
+            {"workers": workers, "steps": steps},
+            {"ray_address": ray},
+            lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
+            lambda row: f"validation reward {row['validation_reward']:.4f}",
+        )
+        typer.echo(
+            f"{trained}; best validation reward {state.best_validation:.4f} at step "
+            f"{state.best_step} (step 0: {state.history[0]['validation_reward']:.4f}, the "
+            f"untrained start); policy: {output / 'best.pt'}"
+        )
+
+    app.command(name, help=doc)(user_errors(command))
 
 
-def _train_ppo(
-    name: str,
-    config: str,
-    output: Path,
-    resume: bool,
-    smoke: bool,
-    ray: str | None,
-    workers: int | None,
-    steps: int | None,
-) -> None:
-    """`train gdp` and `train go`: a PPO run, then its best validation against its start."""
-    state, trained = _train(
-        name,
-        config,
-        output,
-        resume,
-        smoke,
-        {"workers": workers, "steps": steps},
-        {"ray_address": ray},
-        lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
-        lambda row: f"validation reward {row['validation_reward']:.4f}",
-    )
-    typer.echo(
-        f"{trained}; best validation reward {state.best_validation:.4f} at step "
-        f"{state.best_step} (step 0: {state.history[0]['validation_reward']:.4f}, the "
-        f"untrained start); policy: {output / 'best.pt'}"
-    )
+_ppo_command(
+    "gdp",
+    "Train a GDP placement policy with PPO (papers 003, 002); best.pt is the trained policy.\n\n"
+    "Sampled placements are scored in --workers processes or on a Ray cluster (--ray).",
+)
+_ppo_command(
+    "go",
+    "Train a GO multi-task policy (placement, scheduling, fusion) with PPO (paper 002).\n\n"
+    "The config's policy.mode says which tasks are decided and how they are trained (GO fig. 6). "
+    "Sampled decisions are scored in --workers processes or on a Ray cluster (--ray).",
+)
 
 
 def _train(

@@ -23,6 +23,19 @@ from graphopt.ir.graph import FUSION_CLASSES, Graph
 from graphopt.ir.solution import MAX_GROUP_OPS, Solution
 
 
+def reference_validate(graph: Graph, solution: Solution, machine: Machine) -> None:
+    """Raises SolutionError unless the solution fits the machine and keeps every rule.
+
+    Groups need the graph's kernel fields (`check_kernel`).
+    """
+    check_shapes(graph, solution, machine)
+    if solution.n_groups:
+        check_kernel(graph)
+    violation, where, detail = reference_check(graph, solution)
+    if violation is not Violation.NONE:
+        raise_violation(graph, solution, violation, where, detail)
+
+
 def reference_check(graph: Graph, solution: Solution) -> tuple[Violation, int, int]:
     """First rule of sections 4 and 13 the solution breaks, as (violation, where, detail)."""
     d = solution.n_devices
@@ -335,12 +348,7 @@ def reference_score(graph: Graph, solution: Solution, machine: Machine) -> Score
     Raises:
         SolutionError: naming the first event that breaks a rule of section 3.
     """
-    check_shapes(graph, solution, machine)
-    if solution.n_groups:
-        check_kernel(graph)
-    violation, where, detail = reference_check(graph, solution)
-    if violation is not Violation.NONE:
-        raise_violation(graph, solution, violation, where, detail)
+    reference_validate(graph, solution, machine)
     peaks = reference_peak_memory(graph, solution)
     makespan = reference_makespan(graph, solution, machine)
     return Score(

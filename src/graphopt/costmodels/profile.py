@@ -16,19 +16,15 @@ import numpy as np
 
 from graphopt.costmodels._reference import (
     persistent_per_device,
-    reference_check,
     reference_event_times,
     reference_memory_steps,
     reference_steps,
+    reference_validate,
 )
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import (
-    check_kernel,
     check_problem_size,
-    check_shapes,
-    raise_violation,
 )
-from graphopt.costmodels.validity import Violation
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 
@@ -133,12 +129,7 @@ def memory_profile(
     """
     machine = Machine(n_devices=solution.n_devices) if machine is None else machine
     check_problem_size(graph, machine)
-    check_shapes(graph, solution, machine)
-    if solution.n_groups:
-        check_kernel(graph)
-    violation, where, detail = reference_check(graph, solution)
-    if violation is not Violation.NONE:
-        raise_violation(graph, solution, violation, where, detail)
+    reference_validate(graph, solution, machine)
     d = solution.n_devices
     events = np.array(solution.order, dtype=np.int64)
     sizes = [len(step) for step in reference_steps(graph, solution)]

@@ -5,7 +5,6 @@ Synthetic seeds are disjoint from the BRKGA tuning set (seeds 10,000+, `benchmar
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from graphopt.datasets import SPLITS, Dataset, ZooSource
 from graphopt.errors import GraphoptError
+from graphopt.evaluation.zoo_real import zoo_graphs
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import read_graph
@@ -44,14 +44,7 @@ def _mixed(count: int, n_ops: int) -> list[Graph]:
 
 
 def _zoo_held_out() -> list[Graph]:
-    try:
-        from graphopt.importers.zoo import export_graph
-    except ImportError as error:
-        raise SolverError(f"suite zoo-held-out needs the model zoo's exporter ({error})") from None
-    return [
-        dataclasses.replace(export_graph(z.name, training=z.training), name=z.label)
-        for z in ZOO_HELD_OUT
-    ]
+    return zoo_graphs(ZOO_HELD_OUT, "suite zoo-held-out")
 
 
 SUITES: dict[str, Callable[[], list[Graph]]] = {

@@ -90,12 +90,16 @@ class ZooRun:
         return self.value / self.lower_bound - 1.0 if self.lower_bound > 0 else 0.0
 
 
-def zoo_graphs(sources: Sequence[ZooSource] = ZOO_REAL) -> list[Graph]:
-    """Exports the zoo graphs of the benchmark, each named by its model and mode."""
+def zoo_graphs(sources: Sequence[ZooSource] = ZOO_REAL, user: str = "zoo-real") -> list[Graph]:
+    """Exports zoo graphs (the benchmark's by default), each named by its model and mode.
+
+    Raises:
+        SolverError: the model zoo's exporter is not installed; `user` names who needs it.
+    """
     try:
         from graphopt.importers.zoo import export_graph
     except ImportError as error:
-        raise SolverError(f"zoo-real needs the model zoo's exporter ({error})") from None
+        raise SolverError(f"{user} needs the model zoo's exporter ({error})") from None
     return [
         dataclasses.replace(export_graph(z.name, training=z.training), name=z.label)
         for z in sources

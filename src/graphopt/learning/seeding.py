@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Tracker
 from graphopt.solvers.go_decoder import Decoded
 from graphopt.solvers.portfolio import Portfolio
 
@@ -79,8 +79,6 @@ class Elite:
         return [solution for *_, solution in self._kept]
 
 
-def search_rest(
-    problem: Problem, tracker: Tracker, rng: np.random.Generator, seeds: Sequence[Solution]
-) -> None:
+def search_rest(problem: Problem, tracker: Tracker, rng: Rng, seeds: Initial) -> None:
     """Spends what is left of the budget on `auto`'s search, started from `seeds` too."""
     Portfolio().run(problem, tracker, rng, seeds)

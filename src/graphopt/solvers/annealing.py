@@ -7,19 +7,13 @@ Simulated annealing (Kirkpatrick et al. 1983) walks the device and order moves o
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
-from graphopt.solvers.incremental import (
-    check_positive,
-    check_probability,
-    current_starts,
-    offer_batch,
-)
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
+from graphopt.solvers.checks import check_fields
+from graphopt.solvers.incremental import current_starts, offer_batch
 
 
 @dataclass(frozen=True)
@@ -44,17 +38,15 @@ class AnnealingConfig:
     """Energy weight of bytes over capacity, relative to the objective (both normalized)."""
 
     def __post_init__(self) -> None:
-        for name in ("initial_acceptance", "final_acceptance"):
-            value = getattr(self, name)
-            if not 0.0 < value < 1.0:
-                raise SolverError(f"{name} must be in (0, 1), got {value!r}")
+        check_fields(
+            self,
+            integer=("calibration_moves", "max_batch"),
+            probability=("device_move_probability",),
+            open_probability=("initial_acceptance", "final_acceptance"),
+            non_negative=("capacity_penalty",),
+        )
         if self.final_acceptance >= self.initial_acceptance:
             raise SolverError("final_acceptance must be below initial_acceptance")
-        check_positive("calibration_moves", self.calibration_moves)
-        check_positive("max_batch", self.max_batch)
-        check_probability("device_move_probability", self.device_move_probability)
-        if not math.isfinite(self.capacity_penalty) or self.capacity_penalty < 0:
-            raise SolverError(f"capacity_penalty must be >= 0, got {self.capacity_penalty!r}")
 
 
 class SimulatedAnnealing(Solver):
@@ -73,13 +65,7 @@ class SimulatedAnnealing(Solver):
     def __init__(self, config: AnnealingConfig | None = None) -> None:
         self.config = config or AnnealingConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Anneals from the first valid start."""
         config = self.config
         with_makespan = problem.objective is Objective.MAKESPAN

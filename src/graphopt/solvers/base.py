@@ -310,6 +310,12 @@ class Trace:
 Progress = Callable[[int, float, int], None]
 """Called as progress(evaluations, best value, best excess) after each offer that improved."""
 
+Rng = np.random.Generator
+"""The random generator a search draws from, seeded by `Solver.solve`."""
+
+Initial = Sequence[Solution]
+"""Known solutions a search may start from (`Solver.solve`'s `initial`)."""
+
 
 class Compiles(event.Listener):
     """numba's compiles while a search runs: how many, and their seconds.
@@ -636,13 +642,7 @@ class Solver(ABC):
     model proving a bound)."""
 
     @abstractmethod
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Searches, offering each evaluated candidate to `tracker` until done or exhausted."""
 
     def options(self) -> dict[str, Any]:

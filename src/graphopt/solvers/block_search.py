@@ -22,14 +22,14 @@ starting solution in turn, the tracker's best first, until `patience` steps fail
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
+from graphopt.solvers.checks import check_fields
 from graphopt.solvers.device_orders import device_order_candidates
 from graphopt.solvers.events import events_from_op_order, offer_op_order
 
@@ -74,14 +74,11 @@ class BlockSearchConfig:
     """Chance that a move starts from the device with the highest peak."""
 
     def __post_init__(self) -> None:
-        for name in ("neighbourhood_size", "patience", "max_run"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SolverError(f"{name} must be an integer >= 1, got {value!r}")
-        for name in ("module_probability", "swap_probability", "bottleneck_probability"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and 0.0 <= value <= 1.0):
-                raise SolverError(f"{name} must be in [0, 1], got {value!r}")
+        check_fields(
+            self,
+            integer=("neighbourhood_size", "patience", "max_run"),
+            probability=("module_probability", "swap_probability", "bottleneck_probability"),
+        )
 
 
 class BlockSearch(Solver):
@@ -92,13 +89,7 @@ class BlockSearch(Solver):
     def __init__(self, config: BlockSearchConfig | None = None) -> None:
         self.config = config or BlockSearchConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Climbs from the tracker's best, then from each initial solution.
 
         With nothing to move (one device, fewer than two ops) it only scores its first start.

@@ -26,7 +26,15 @@ import numpy as np
 
 from graphopt.configs import read_config
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import BudgetExhausted, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import (
+    BudgetExhausted,
+    Initial,
+    Problem,
+    Rng,
+    Solver,
+    SolverError,
+    Tracker,
+)
 from graphopt.solvers.beta_tables import BetaSampler
 from graphopt.solvers.random_keys import DecodedPopulation, RandomKeyDecoder, offer_decoded
 
@@ -201,13 +209,7 @@ class BRKGA(Solver):
             return BRKGAConfig.preset(self.config, problem.objective.value)
         return self.config
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Evolves populations until the tracker's budget is spent."""
         self.evolve(problem, tracker, rng, initial)
         tracker.check()

@@ -15,13 +15,11 @@ order, op by op. The order is GO's per-device ready-queue schedule with critical
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 
 import numpy as np
 
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
 from graphopt.solvers.pipeline import stage_cuts
 from graphopt.solvers.ready_queue import offer_placement
 
@@ -81,13 +79,7 @@ class ExpertPlacement(Solver):
 
     name = "expert"
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers the one expert placement (pins override it)."""
         offer_placement(
             problem, tracker, expert_placement(problem.graph, problem.machine.n_devices)

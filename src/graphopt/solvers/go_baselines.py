@@ -14,17 +14,15 @@ they differ from the policy only in how the decisions are chosen:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
+from graphopt.solvers.checks import check_integer, check_non_negative
 from graphopt.solvers.expert import expert_placement
 from graphopt.solvers.go_decoder import Decoded, decode
-from graphopt.solvers.incremental import check_positive
 from graphopt.solvers.list_scheduling import heft_timeline
 
 PlacementChoice = Literal["heft", "expert"]
@@ -83,13 +81,7 @@ class CompilerDefault(Solver):
     def __init__(self, config: CompilerDefaultConfig | None = None) -> None:
         self.config = config or CompilerDefaultConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Decodes and offers the one default solution."""
         decoded = decode(
             problem.graph,
@@ -118,20 +110,14 @@ class GOAnnealingConfig:
 
     def __post_init__(self) -> None:
         # One level would put every fusion priority at the threshold: nothing could fuse.
-        if (
-            isinstance(self.n_levels, bool)
-            or not isinstance(self.n_levels, int)
-            or self.n_levels < 2
-        ):
-            raise SolverError(f"n_levels must be an integer >= 2, got {self.n_levels!r}")
+        check_integer("n_levels", self.n_levels, low=2)
         if not (math.isfinite(self.hot) and math.isfinite(self.cold) and 0 < self.cold <= self.hot):
             raise SolverError(
                 f"temperatures must satisfy 0 < cold <= hot, got hot={self.hot!r}, "
                 f"cold={self.cold!r}"
             )
-        check_positive("batch", self.batch)
-        if not math.isfinite(self.capacity_penalty) or self.capacity_penalty < 0:
-            raise SolverError(f"capacity_penalty must be >= 0, got {self.capacity_penalty!r}")
+        check_integer("batch", self.batch)
+        check_non_negative("capacity_penalty", self.capacity_penalty)
 
 
 class Task(NamedTuple):
@@ -162,13 +148,7 @@ class GOAnnealing(Solver):
     def __init__(self, config: GOAnnealingConfig | None = None) -> None:
         self.config = config or GOAnnealingConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Anneals from the compiler default's placement."""
         config, graph = self.config, problem.graph
         fused = bool(problem.fusion and graph.n_ops and graph.op_fusion.any())

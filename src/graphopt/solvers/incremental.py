@@ -26,7 +26,7 @@ from the device clocks at the window start. Batches of moves run in parallel.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -37,8 +37,7 @@ from graphopt.costmodels._kernels import op_step, transfer_step
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.ready import order_window
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, SolverError, Tracker
 from graphopt.solvers.events import events_from_op_order
 
 DEVICE_MOVE = 0
@@ -971,9 +970,7 @@ def random_placements(problem: Problem, count: int, rng: np.random.Generator) ->
     return placements
 
 
-def starts(
-    problem: Problem, rng: np.random.Generator, initial: Sequence[Solution]
-) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def starts(problem: Problem, rng: Rng, initial: Initial) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Starting points: the given solutions that fit, then random placements (paper 001, 4.2).
 
     Random starts run the ops in the graph's topological order, transfers placed lazily.
@@ -1002,7 +999,7 @@ def offer_start(
 
 
 def current_starts(
-    problem: Problem, tracker: Tracker, rng: np.random.Generator, initial: Sequence[Solution]
+    problem: Problem, tracker: Tracker, rng: Rng, initial: Initial
 ) -> Iterator[tuple[IncrementalEvaluator, np.ndarray, np.ndarray, np.ndarray]]:
     """The starts a search climbs from: each one `offer_start` accepts, made current in turn.
 
@@ -1044,16 +1041,3 @@ def offer_batch(
     else:
         placement, order = evaluator.placement, evaluator.order
     tracker.offer_best(placement, order, key[0], key[1], value.shape[0])
-
-
-# ------------------------------------------------------------------------------- options
-def check_probability(name: str, value: float) -> None:
-    """Raises SolverError unless `value` is in [0, 1]."""
-    if not 0.0 <= value <= 1.0:
-        raise SolverError(f"{name} must be in [0, 1], got {value!r}")
-
-
-def check_positive(name: str, value: int) -> None:
-    """Raises SolverError unless `value` is an integer >= 1 (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SolverError(f"{name} must be an integer >= 1, got {value!r}")

@@ -34,7 +34,6 @@ does and the makespans are equal.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -45,8 +44,7 @@ from graphopt.costmodels.machine import Machine, MachineArrays
 from graphopt.costmodels.validity import Violation
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
 from graphopt.solvers.events import offer_op_orders
 
 
@@ -696,13 +694,7 @@ class CriticalPathScheduler(Solver):
 
     name = "critical-path"
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers the schedule with lazy and eager transfers."""
         placement, order = critical_path_schedule(
             problem.graph, problem.machine.n_devices, problem.pinned
@@ -720,13 +712,7 @@ class HeftScheduler(Solver):
 
     name = "heft"
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers plain HEFT with lazy and eager transfers, then each timeline variant."""
         graph, machine, pinned = problem.graph, problem.machine, problem.pinned
         placement, order = heft_schedule(graph, machine, pinned)

@@ -15,19 +15,14 @@ scored exactly (`_climb_keys`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, Tracker
-from graphopt.solvers.incremental import (
-    check_positive,
-    check_probability,
-    current_starts,
-    offer_batch,
-)
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, Tracker
+from graphopt.solvers.checks import check_fields
+from graphopt.solvers.incremental import current_starts, offer_batch
 from graphopt.solvers.random_keys import RandomKeyDecoder, offer_decoded
 
 
@@ -45,9 +40,11 @@ class LocalSearchConfig:
     """Take a best neighbour that only ties the current solution (walks plateaus of the peak)."""
 
     def __post_init__(self) -> None:
-        check_positive("neighbourhood_size", self.neighbourhood_size)
-        check_positive("patience", self.patience)
-        check_probability("device_move_probability", self.device_move_probability)
+        check_fields(
+            self,
+            integer=("neighbourhood_size", "patience"),
+            probability=("device_move_probability",),
+        )
 
 
 class LocalSearch(Solver):
@@ -58,13 +55,7 @@ class LocalSearch(Solver):
     def __init__(self, config: LocalSearchConfig | None = None) -> None:
         self.config = config or LocalSearchConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Climbs from each start until `patience` steps fail to improve, then restarts.
 
         With `Problem.fusion`: half the budget climbs placements and orders without groups (the
@@ -82,13 +73,7 @@ class LocalSearch(Solver):
             best = [Solution(tracker.best_placement, tracker.best_order, n_devices)]
         self._climb_keys(problem, tracker, rng, [*best, *initial])
 
-    def _climb(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def _climb(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """The climb of paper 001 over placements and orders, scored incrementally."""
         config = self.config
         with_makespan = problem.objective is Objective.MAKESPAN
@@ -114,13 +99,7 @@ class LocalSearch(Solver):
                     key = keys[best]
                 stale = 0 if improved else stale + 1
 
-    def _climb_keys(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def _climb_keys(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """The same climb over random-key chromosomes, fusion priorities included.
 
         Starts: the best of the chromosomes `RandomKeyDecoder.seeds` gives for the known

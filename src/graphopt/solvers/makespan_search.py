@@ -43,7 +43,7 @@ from graphopt.costmodels.machine import MachineArrays
 from graphopt.costmodels.validity import Violation
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, Tracker
 from graphopt.solvers.list_scheduling import (
     HeftScheduler,
     TimedSchedule,
@@ -336,13 +336,7 @@ class CriticalPathSearch(Solver):
     name = "cp-search"
     objectives = frozenset({Objective.MAKESPAN})
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Climbs from each start in turn, each on an equal share of what is left.
 
         On one device without a capacity every order has the same makespan (the total

@@ -34,8 +34,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.events import events_from_op_order, offer_op_orders
 
 OrderFunction = Callable[[Graph, np.ndarray | None, int], np.ndarray]
@@ -151,13 +150,7 @@ def list_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
     in the ready queue. XLA's special cases for scalars, infeed/outfeed and subcomputations have
     no counterpart here.
 
-    Args:
-        graph: the graph.
-        placement: [n_ops] devices; unused, the order is placement-independent.
-        n_devices: number of devices; unused.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` whose order is placement-independent (placement and n_devices unused).
     """
     held = _held_sizes(graph)
     defined = _output_bytes(graph, _kept_sizes(graph, held)).tolist()
@@ -221,13 +214,7 @@ def post_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
     The DFS starts from each op without users (graph outputs) in index order and visits an
     op's producers in operand order (the order of its input tensors).
 
-    Args:
-        graph: the graph.
-        placement: [n_ops] devices; unused, the order is placement-independent.
-        n_devices: number of devices; unused.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` whose order is placement-independent (placement and n_devices unused).
     """
     pred_ptr, pred, _, _ = _distinct_dependencies(graph)
     return _post_order(graph.sinks.tolist(), pred_ptr, pred)
@@ -243,14 +230,8 @@ def dfs_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int 
     `extra_users`, then decreasing `total_sizes`, then index, so each heavy subtree completes
     before the next starts. This is the DFS of REGAL's GP+DFS baseline (paper 001, 4.2).
 
-    Args:
-        graph: the graph.
-        placement: [n_ops] devices; unused: each device runs its ops in this global order,
-            which is the DFS order restricted to the device and already a valid merge.
-        n_devices: number of devices; unused.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` whose placement and n_devices are unused: each device runs its ops in
+    this global order, which is the DFS order restricted to the device and already a valid merge.
     """
     pred_ptr, pred, succ_ptr, _ = _distinct_dependencies(graph)
     defined = _output_bytes(graph, _held_sizes(graph)).tolist()
@@ -285,13 +266,7 @@ def lpmf_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int
     over ops sorted by (device, bytes during) answers each pick in O(log n) instead of
     Inductor's scan of the ready set.
 
-    Args:
-        graph: the graph.
-        placement: [n_ops] device of each op, or None for one device.
-        n_devices: number of devices d.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` over the devices of `placement` (None: one device).
     """
     placement = _placement_or_zeros(graph, placement)
     sizes = _held_sizes(graph)
@@ -486,13 +461,7 @@ def bfs_order(graph: Graph, placement: np.ndarray | None = None, n_devices: int 
     ready op with the lexicographically smallest list runs next (ties to the lower index), so
     buffers are consumed soon after they are made. Ops without inputs (empty list) run first.
 
-    Args:
-        graph: the graph.
-        placement: [n_ops] devices; unused, the order is placement-independent.
-        n_devices: number of devices; unused.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` whose order is placement-independent (placement and n_devices unused).
     """
     pred_ptr, pred, succ_ptr, succ = _distinct_dependencies(graph)
     pred_ptr_list, preds = pred_ptr.tolist(), pred.tolist()
@@ -525,13 +494,7 @@ def inductor_dfs_order(
     The outer loop visits all ops by increasing weight (ties to the lower index), and each op
     visits its predecessors in the same order before it is appended.
 
-    Args:
-        graph: the graph.
-        placement: [n_ops] devices; unused, the order is placement-independent.
-        n_devices: number of devices; unused.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` whose order is placement-independent (placement and n_devices unused).
     """
     sizes = _held_sizes(graph)
     reads = np.zeros(graph.n_ops, dtype=np.int64)
@@ -549,13 +512,7 @@ def graph_order(
 ) -> np.ndarray:
     """The graph's own deterministic topological order (Inductor's "baseline" candidate).
 
-    Args:
-        graph: the graph.
-        placement: unused.
-        n_devices: unused.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` whose placement and n_devices are unused.
     """
     return np.array(graph.topological_order, dtype=np.int64)
 
@@ -581,13 +538,7 @@ def best_of_order(
     (peak memory does not depend on transfer durations); ties go to the earlier candidate in
     `PORTFOLIO`.
 
-    Args:
-        graph: the graph.
-        placement: [n_ops] device of each op, or None for one device.
-        n_devices: number of devices d.
-
-    Returns:
-        [n_ops] int64 op order.
+    An `OrderFunction` over the devices of `placement` (None: one device).
     """
     placement = _placement_or_zeros(graph, placement)
     scorer = Scorer(graph, Machine(n_devices=n_devices))
@@ -641,13 +592,7 @@ class CompilerScheduler(Solver):
         self.name = name
         self.schedules = COMPILER_SCHEDULERS[name]
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers each heuristic's order, with lazy and eager transfers where they differ."""
         placement = pinned_placement(problem)
         n_devices = problem.machine.n_devices

@@ -14,13 +14,11 @@ with the ops that read them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.device_orders import device_order_candidates
 from graphopt.solvers.events import offer_op_order, offer_op_orders
 from graphopt.solvers.memory_schedulers import OrderFunction, dfs_order, graph_order, list_order
@@ -88,13 +86,7 @@ class PipelineSolver(Solver):
     def __init__(self, config: PipelineConfig | None = None) -> None:
         self.config = config or PipelineConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Refines the cuts of every order and weighting; offers the best split's device orders."""
         graph, n_devices = problem.graph, problem.machine.n_devices
         pins = _pins(problem)

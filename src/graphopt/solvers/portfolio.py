@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, Tracker
 from graphopt.solvers.block_search import BlockSearch
 from graphopt.solvers.brkga import BRKGA, BRKGAConfig
 from graphopt.solvers.list_scheduling import CriticalPathScheduler, HeftScheduler
@@ -70,13 +70,7 @@ class Portfolio(Solver):
             "brkga_share": self.brkga_share,
         }
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Runs the baselines, BRKGA and local search in turn on the shared tracker."""
         if problem.objective is Objective.PEAK_MEMORY:
             baselines: list[Solver] = [

@@ -225,7 +225,7 @@ class RandomKeyDecoder:
             makespans,
         )
         if self.layout.fusion:
-            self._fuse(keys, placements, orders, lengths, peaks, makespans, groups)
+            self._fuse(keys, buffers)
         excess, value = self.problem.fitness(peaks, makespans)
         return DecodedPopulation(
             placements,
@@ -238,17 +238,12 @@ class RandomKeyDecoder:
             groups if self.layout.fusion else None,
         )
 
-    def _fuse(
-        self,
-        keys: np.ndarray,
-        placements: np.ndarray,
-        orders: np.ndarray,
-        lengths: np.ndarray,
-        peaks: np.ndarray,
-        makespans: np.ndarray,
-        groups: np.ndarray,
-    ) -> None:
-        """Groups from the fusion priorities, orders re-derived around them, scores redone."""
+    def _fuse(self, keys: np.ndarray, buffers: tuple[np.ndarray, ...]) -> None:
+        """Groups from the fusion priorities, orders re-derived around them, scores redone.
+
+        `buffers` are `evaluate`'s (placements, orders, lengths, peaks, makespans, groups), the
+        order in which `fuse_population` takes them, rewritten in place.
+        """
         from graphopt.solvers.fusion import fuse_population
 
         graph = self.problem.graph
@@ -257,12 +252,7 @@ class RandomKeyDecoder:
             graph.fusion_arrays,
             self.problem.machine.arrays,
             np.ascontiguousarray(keys[:, self.layout.fusion_priority :]),
-            placements,
-            orders,
-            lengths,
-            peaks,
-            makespans,
-            groups,
+            *buffers,
         )
         if failed >= 0:
             raise SolverError(f"fusion decoding made an invalid solution (member {failed})")

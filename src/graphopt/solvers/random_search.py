@@ -7,7 +7,6 @@ scorer, and its orders are drawn by a numba kernel of its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numba
@@ -15,9 +14,9 @@ import numpy as np
 
 from graphopt.costmodels.machine import MachineArrays
 from graphopt.ir.arrays import GraphArrays
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Problem, Solver, Tracker
-from graphopt.solvers.incremental import check_positive, random_placements
+from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
+from graphopt.solvers.checks import check_integer
+from graphopt.solvers.incremental import random_placements
 
 
 @numba.njit(cache=True)
@@ -122,7 +121,7 @@ class RandomSearchConfig:
     """Random solutions drawn and scored together (in parallel)."""
 
     def __post_init__(self) -> None:
-        check_positive("batch_size", self.batch_size)
+        check_integer("batch_size", self.batch_size)
 
 
 class RandomSearch(Solver):
@@ -133,13 +132,7 @@ class RandomSearch(Solver):
     def __init__(self, config: RandomSearchConfig | None = None) -> None:
         self.config = config or RandomSearchConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Draws and scores batches until the budget is spent."""
         while True:
             placements = random_placements(

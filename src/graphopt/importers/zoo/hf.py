@@ -103,6 +103,16 @@ def _attention(sdpa: bool) -> str:
     return "sdpa" if sdpa else "eager"
 
 
+def _sizes(layers: int, width: int, heads: int, ff: int) -> dict[str, int]:
+    """The size fields that `transformers`' BERT, Llama and ViT configs name alike."""
+    return {
+        "num_hidden_layers": layers,
+        "hidden_size": width,
+        "num_attention_heads": heads,
+        "intermediate_size": ff,
+    }
+
+
 def _gpt2(
     name: str, layers: int, width: int, heads: int, vocab: int, seq: int, sdpa: bool = False
 ) -> ZooModel:
@@ -141,10 +151,7 @@ def _bert(name: str, layers: int, width: int, heads: int, vocab: int, seq: int) 
         f"input 1x{seq} tokens",
         "BertForMaskedLM",
         lambda: _transformers().BertConfig(
-            num_hidden_layers=layers,
-            hidden_size=width,
-            num_attention_heads=heads,
-            intermediate_size=4 * width,
+            **_sizes(layers, width, heads, 4 * width),
             vocab_size=vocab,
             hidden_dropout_prob=0.0,
             attention_probs_dropout_prob=0.0,
@@ -199,11 +206,8 @@ def _llama(
         f"vocab {vocab}, {_attention(sdpa)} attention, input 1x{seq} tokens",
         "LlamaForCausalLM",
         lambda: _transformers().LlamaConfig(
-            num_hidden_layers=layers,
-            hidden_size=width,
-            num_attention_heads=heads,
+            **_sizes(layers, width, heads, ff),
             num_key_value_heads=kv_heads,
-            intermediate_size=ff,
             vocab_size=vocab,
             max_position_embeddings=max(seq, 2048),
             attention_dropout=0.0,
@@ -226,10 +230,7 @@ def _vit(
         f"{classes} classes, input 1x3x{image}x{image}",
         "ViTForImageClassification",
         lambda: _transformers().ViTConfig(
-            num_hidden_layers=layers,
-            hidden_size=width,
-            num_attention_heads=heads,
-            intermediate_size=4 * width,
+            **_sizes(layers, width, heads, 4 * width),
             image_size=image,
             patch_size=patch,
             num_labels=classes,

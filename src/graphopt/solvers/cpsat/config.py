@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 from graphopt.solvers.base import SolverError
+from graphopt.solvers.checks import check_integer
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,8 @@ class CPSATConfig:
                 raise SolverError(f"cp-sat: {name} must be a finite number >= 0, got {value!r}")
         if self.default_seconds == 0:
             raise SolverError("cp-sat: default_seconds must be > 0, got 0")
-        for name, low in (("workers", 1), ("liveness_cuts", 0), ("time_links", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise SolverError(f"cp-sat: {name} must be an integer >= {low}, got {value!r}")
+        check_integer("cp-sat: workers", self.workers)
+        check_integer("cp-sat: liveness_cuts", self.liveness_cuts, low=0)
+        check_integer("cp-sat: time_links", self.time_links, low=0)
         if not isinstance(self.log, bool):
             raise SolverError(f"cp-sat: log must be a bool, got {self.log!r}")

@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 
 from graphopt.errors import GraphoptError
 from graphopt.ir.solution import Solution, topological_schedule
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.cpsat.config import CPSATConfig
 from graphopt.solvers.cpsat.core import OutOfTime
 from graphopt.solvers.cpsat.model import Model
@@ -38,13 +38,7 @@ class CPSATSolver(Solver):
     def __init__(self, config: CPSATConfig | None = None) -> None:
         self.config = CPSATConfig() if config is None else config
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Builds the model for the problem's objective, solves it and offers the best solution.
 
         When the time limit passes before the model is built or any solution is found, the

@@ -19,7 +19,7 @@ from graphopt.ir.graph import Graph
 from graphopt.solvers.base import SolverError
 from graphopt.solvers.partition.hypergraph import Hypergraph, tensor_hypergraph
 from graphopt.solvers.partition.kway import refine_kway
-from graphopt.solvers.partition.weights import Balance, checked_pins, vertex_weights
+from graphopt.solvers.partition.weights import Weighting, checked_pins, vertex_weights
 
 _METIS_TOTAL_WEIGHT = 2**30
 """Edge and vertex weights are scaled to integers summing to about this (well inside METIS)."""
@@ -31,7 +31,7 @@ _EXHAUSTIVE_RELABEL_DEVICES = 8
 def metis_partition(
     graph: Graph,
     n_devices: int,
-    balance: Balance | np.ndarray = "runtime",
+    balance: Weighting = "runtime",
     seed: int = 0,
     *,
     pinned: np.ndarray | None = None,
@@ -139,7 +139,7 @@ def _relabel_to_pins(parts: np.ndarray, pins: np.ndarray, n_devices: int) -> np.
 def hypergraph_partition(
     graph: Graph,
     n_devices: int,
-    balance: Balance | np.ndarray = "runtime",
+    balance: Weighting = "runtime",
     seed: int = 0,
     *,
     pinned: np.ndarray | None = None,
@@ -214,7 +214,7 @@ Split = Callable[[Hypergraph, np.ndarray, np.ndarray], np.ndarray | None]
 def _partition(
     graph: Graph,
     n_devices: int,
-    balance: Balance | np.ndarray,
+    balance: Weighting,
     seed: int,
     pinned: np.ndarray | None,
     imbalance: float,

@@ -11,6 +11,7 @@ import numba
 import numpy as np
 
 from graphopt.solvers._heap import push, remove, sift_down, sift_up
+from graphopt.solvers.partition.hypergraph import Hypergraph
 
 
 # ------------------------------------------------------------------------------ gain heaps
@@ -45,14 +46,9 @@ def _overload(load: np.ndarray, cap: np.ndarray) -> float:
 
 
 @numba.njit(cache=True)
-def bisection_cut(
-    net_ptr: np.ndarray,
-    net_pin: np.ndarray,
-    net_weight: np.ndarray,
-    side: np.ndarray,
-    active: np.ndarray,
-) -> int:
+def bisection_cut(hypergraph: Hypergraph, side: np.ndarray, active: np.ndarray) -> int:
     """Weight of the nets with active pins on both sides."""
+    net_ptr, net_pin, net_weight, _, _ = hypergraph
     cut = 0
     for e in range(net_ptr.shape[0] - 1):
         seen = 0
@@ -67,11 +63,7 @@ def bisection_cut(
 
 @numba.njit(cache=True)
 def fm_refine(
-    net_ptr: np.ndarray,
-    net_pin: np.ndarray,
-    net_weight: np.ndarray,
-    vertex_ptr: np.ndarray,
-    vertex_net: np.ndarray,
+    hypergraph: Hypergraph,
     weight: np.ndarray,
     side: np.ndarray,
     active: np.ndarray,
@@ -86,6 +78,7 @@ def fm_refine(
     balance (or reduces the overload), then rolls back to the best prefix: least overload, then
     largest cut reduction. A pass stops early after many moves without a new best.
     """
+    net_ptr, net_pin, net_weight, vertex_ptr, vertex_net = hypergraph
     n = weight.shape[0]
     n_nets = net_ptr.shape[0] - 1
     count = np.zeros((n_nets, 2), dtype=np.int64)
@@ -205,10 +198,7 @@ def fm_refine(
 
 @numba.njit(cache=True)
 def grow_side_zero(
-    net_ptr: np.ndarray,
-    net_pin: np.ndarray,
-    vertex_ptr: np.ndarray,
-    vertex_net: np.ndarray,
+    hypergraph: Hypergraph,
     weight: np.ndarray,
     side: np.ndarray,
     active: np.ndarray,
@@ -223,6 +213,7 @@ def grow_side_zero(
     seed grows side 0 through the nets before the next seed is taken; otherwise the seeds are
     taken in their order (a prefix of a topological order, say).
     """
+    net_ptr, net_pin, _, vertex_ptr, vertex_net = hypergraph
     n = weight.shape[0]
     load = 0.0
     for v in range(n):

@@ -7,16 +7,18 @@ beyond its producer's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from graphopt.ir.graph import Graph
 
 
-@dataclass(frozen=True)
-class Hypergraph:
-    """Tensors as nets over ops (pins: producer first, then consumers), in CSR both ways."""
+class Hypergraph(NamedTuple):
+    """Tensors as nets over ops (pins: producer first, then consumers), in CSR both ways.
+
+    A NamedTuple, so that the numba kernels take it whole (and unpack it into locals).
+    """
 
     net_ptr: np.ndarray
     net_pin: np.ndarray

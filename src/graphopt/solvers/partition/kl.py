@@ -18,13 +18,13 @@ from graphopt.solvers.base import SolverError
 from graphopt.solvers.partition.fm import bisection_cut, fm_refine, grow_side_zero
 from graphopt.solvers.partition.hypergraph import Hypergraph, tensor_hypergraph
 from graphopt.solvers.partition.kway import refine_kway
-from graphopt.solvers.partition.weights import Balance, checked_pins, vertex_weights
+from graphopt.solvers.partition.weights import Weighting, checked_pins, vertex_weights
 
 
 def kernighan_lin_partition(
     graph: Graph,
     n_devices: int,
-    balance: Balance | np.ndarray = "runtime",
+    balance: Weighting = "runtime",
     rng: np.random.Generator | None = None,
     *,
     pinned: np.ndarray | None = None,
@@ -122,38 +122,11 @@ def _bisect(
         side = np.zeros(n, dtype=np.int64)
         side[pinned_members] = (pins[pinned_members] >= middle).astype(np.int64)
         seeds = by_rank if start == 0 else rng.permutation(free)
-        grow_side_zero(
-            hypergraph.net_ptr,
-            hypergraph.net_pin,
-            hypergraph.vertex_ptr,
-            hypergraph.vertex_net,
-            weights,
-            side,
-            active,
-            movable,
-            targets[0],
-            seeds,
-            start > 0,
-        )
-        fm_refine(
-            hypergraph.net_ptr,
-            hypergraph.net_pin,
-            hypergraph.net_weight,
-            hypergraph.vertex_ptr,
-            hypergraph.vertex_net,
-            weights,
-            side,
-            active,
-            movable,
-            cap,
-            rng.random(n),
-            max_passes,
-        )
+        grow_side_zero(hypergraph, weights, side, active, movable, targets[0], seeds, start > 0)
+        fm_refine(hypergraph, weights, side, active, movable, cap, rng.random(n), max_passes)
         load = np.bincount(side[members], weights=weights[members], minlength=2)
         overload = float(np.maximum(load - cap, 0.0).sum())
-        cut = bisection_cut(
-            hypergraph.net_ptr, hypergraph.net_pin, hypergraph.net_weight, side, active
-        )
+        cut = bisection_cut(hypergraph, side, active)
         if best_key is None or (overload, cut) < best_key:
             best_side, best_key = side, (overload, cut)
     assert best_side is not None

@@ -15,11 +15,7 @@ from graphopt.solvers.partition.weights import load_limit
 
 @numba.njit(cache=True)
 def _kway_refine(
-    net_ptr: np.ndarray,
-    net_pin: np.ndarray,
-    net_weight: np.ndarray,
-    vertex_ptr: np.ndarray,
-    vertex_net: np.ndarray,
+    hypergraph: Hypergraph,
     weight: np.ndarray,
     part: np.ndarray,
     movable: np.ndarray,
@@ -34,6 +30,7 @@ def _kway_refine(
     positive gain that has room; an op on an overloaded device moves to the best device with
     room whatever its gain, which restores balance where pins or METIS left it broken.
     """
+    net_ptr, net_pin, net_weight, vertex_ptr, vertex_net = hypergraph
     n_nets = net_ptr.shape[0] - 1
     count = np.zeros((n_nets, n_devices), dtype=np.int64)
     for e in range(n_nets):
@@ -99,11 +96,7 @@ def refine_kway(
 ) -> None:
     """Runs `_kway_refine` in place on `placement` with the balance limit of `imbalance`."""
     _kway_refine(
-        hypergraph.net_ptr,
-        hypergraph.net_pin,
-        hypergraph.net_weight,
-        hypergraph.vertex_ptr,
-        hypergraph.vertex_net,
+        hypergraph,
         weights,
         placement,
         pins < 0,

@@ -9,20 +9,19 @@ from __future__ import annotations
 import itertools
 import math
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar, get_args
 
 import numpy as np
 
-from graphopt.ir.solution import Solution
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.device_orders import device_order_candidates
 from graphopt.solvers.events import TransferPlacement, offer_op_orders
 from graphopt.solvers.memory_schedulers import dfs_order
 from graphopt.solvers.partition.backends import hypergraph_partition, metis_partition
 from graphopt.solvers.partition.kl import kernighan_lin_partition
-from graphopt.solvers.partition.weights import Balance, memory_weights
+from graphopt.solvers.partition.weights import Balance, Weighting, memory_weights
 
 
 @dataclass(frozen=True)
@@ -84,9 +83,9 @@ HYPERGRAPH = GraphPartitionConfig(
 graph (METIS 0.02 s), so the hypergraph solver tries the weightings that win most often."""
 
 
-def weightings(problem: Problem, config: GraphPartitionConfig) -> list[Balance | np.ndarray]:
+def weightings(problem: Problem, config: GraphPartitionConfig) -> list[Weighting]:
     """What the partitions balance: the balance modes, and for peak memory `memory_weights`."""
-    found: list[Balance | np.ndarray] = list(config.balances)
+    found: list[Weighting] = list(config.balances)
     if problem.objective is Objective.PEAK_MEMORY:
         found += [memory_weights(problem.graph, scale) for scale in config.activation_scales]
     return found
@@ -115,21 +114,11 @@ class _GraphPartitionSolver(Solver):
 
     @abstractmethod
     def partition(
-        self,
-        problem: Problem,
-        balance: Balance | np.ndarray,
-        imbalance: float,
-        rng: np.random.Generator,
+        self, problem: Problem, balance: Weighting, imbalance: float, rng: Rng
     ) -> np.ndarray:
         """[n_ops] device of each op for one weighting and imbalance."""
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers each distinct partition with its orders and transfer placements."""
         seen: set[bytes] = set()
         for balance in weightings(problem, self.config):
@@ -146,11 +135,7 @@ class KernighanLinSolver(_GraphPartitionSolver):
     name = "gp-kl"
 
     def partition(
-        self,
-        problem: Problem,
-        balance: Balance | np.ndarray,
-        imbalance: float,
-        rng: np.random.Generator,
+        self, problem: Problem, balance: Weighting, imbalance: float, rng: Rng
     ) -> np.ndarray:
         """[n_ops] device of each op from `kernighan_lin_partition`."""
         return kernighan_lin_partition(
@@ -175,11 +160,7 @@ class _SeededSolver(_GraphPartitionSolver):
         super().__init__(config or self.default)
 
     def partition(
-        self,
-        problem: Problem,
-        balance: Balance | np.ndarray,
-        imbalance: float,
-        rng: np.random.Generator,
+        self, problem: Problem, balance: Weighting, imbalance: float, rng: Rng
     ) -> np.ndarray:
         """[n_ops] device of each op from the partitioner with seed 0."""
         return self.partitioner(

@@ -18,8 +18,11 @@ from graphopt.solvers.base import SolverError
 Balance = Literal["runtime", "memory"]
 """What a balanced partition spreads evenly: op runtimes or the bytes ops produce."""
 
+Weighting = Balance | np.ndarray
+"""A balance mode, or explicit [n_ops] op weights (`memory_weights`)."""
 
-def vertex_weights(graph: Graph, balance: Balance | np.ndarray) -> np.ndarray:
+
+def vertex_weights(graph: Graph, balance: Weighting) -> np.ndarray:
     """Weight of each op under a balance mode, or explicit weights passed through.
 
     Args:

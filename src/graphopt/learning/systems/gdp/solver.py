@@ -20,7 +20,7 @@ places onto 2..its `max_devices` devices.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, partial
 from typing import Any
@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphopt.ir.solution import Solution
 from graphopt.learning.formats import CheckpointError, CheckpointFormat, shipped_policy_path
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.runs import stored_configs
@@ -37,7 +36,7 @@ from graphopt.learning.seeding import Elite, search_rest
 from graphopt.learning.systems.gdp.config import GDP_FORMAT, GDPConfig, TrainConfig
 from graphopt.learning.systems.gdp.env import Graphs, most_likely, sample
 from graphopt.learning.systems.gdp.network import GDPPolicy
-from graphopt.solvers.base import Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, SolverError, Tracker
 from graphopt.solvers.ready_queue import offer_only_placement
 
 
@@ -160,7 +159,7 @@ class GDP(Solver):
                 f"{path} places onto 2..{config.max_devices} devices, the machine has {n_devices}"
             )
 
-    def _checkpoint(self, problem: Problem, rng: np.random.Generator) -> tuple[Any, Any]:
+    def _checkpoint(self, problem: Problem, rng: Rng) -> tuple[Any, Any]:
         """A network with the checkpoint's weights (untrained: scratch) and its training config."""
         d = problem.machine.n_devices
         path = self.config.policy or shipped_policy_path(self.system, "makespan", d)
@@ -180,13 +179,7 @@ class GDP(Solver):
         policy.load_state_dict(state)
         return policy, trained
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Fine-tunes (if asked), offers the most likely and the sampled placements, searches."""
         if self.config.policy is not None:  # refused before an offer can end the run
             self._readable(str(self.config.policy))
@@ -201,9 +194,7 @@ class GDP(Solver):
             self._offer_policy(problem, tracker, rng, elite)
         search_rest(problem, tracker, rng, [*initial, *elite.solutions()])
 
-    def _offer_policy(
-        self, problem: Problem, tracker: Tracker, rng: np.random.Generator, elite: Elite
-    ) -> None:
+    def _offer_policy(self, problem: Problem, tracker: Tracker, rng: Rng, elite: Elite) -> None:
         """Offers the hint, the most likely placement, fine-tuning's and the sampled ones."""
         graph, machine = problem.graph, problem.machine
         policy, trained = self._checkpoint(problem, rng)

@@ -25,7 +25,7 @@ Without a `policy`, the one shipped for the machine's device count is used
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
@@ -42,7 +42,16 @@ from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetC
 from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
 from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.threads import one_torch_thread
-from graphopt.solvers.base import BudgetExhausted, Objective, Problem, Solver, SolverError, Tracker
+from graphopt.solvers.base import (
+    BudgetExhausted,
+    Initial,
+    Objective,
+    Problem,
+    Rng,
+    Solver,
+    SolverError,
+    Tracker,
+)
 from graphopt.solvers.candidates import top_candidates
 
 CHUNK = 125
@@ -246,13 +255,7 @@ class GFlowNet(Solver):
             raise SolverError(str(error)) from None
         return policy, sigma if self.config.sigma is None else self.config.sigma
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Samples batch after batch, scores every schedule and offers each batch whole.
 
         Every schedule sampled is kept in `sampled` and counted. No batch asks for more

@@ -35,7 +35,7 @@ from graphopt.learning.systems.go.env import (
     stage_behaviour,
 )
 from graphopt.learning.systems.go.network import Behaviour, GOPolicy
-from graphopt.solvers.base import Problem, SolverError, Tracker
+from graphopt.solvers.base import Problem, Rng, SolverError, Tracker
 from graphopt.solvers.go_baselines import offer_decoded
 
 
@@ -104,9 +104,7 @@ class GO(GDP):
                 f"{path} places onto 1..{config.max_devices} devices, the machine has {n_devices}"
             )
 
-    def _offer_policy(
-        self, problem: Problem, tracker: Tracker, rng: np.random.Generator, elite: Elite
-    ) -> None:
+    def _offer_policy(self, problem: Problem, tracker: Tracker, rng: Rng, elite: Elite) -> None:
         """Fine-tunes (if asked), then offers the start, the most likely and sampled decisions."""
         graph, machine = problem.graph, problem.machine
         policy, trained = self._checkpoint(problem, rng)

@@ -27,15 +27,12 @@ time is spent.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from graphopt.ir.solution import Solution
 from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.systems.hdp.config import HDPConfig
 from graphopt.learning.systems.hdp.train import HDPTrainer
-from graphopt.solvers.base import Objective, Problem, Solver, Tracker
+from graphopt.solvers.base import Initial, Objective, Problem, Rng, Solver, Tracker
 from graphopt.solvers.ready_queue import offer_only_placement, ready_queue_orders
 
 
@@ -52,13 +49,7 @@ class HDP(Solver):
     def __init__(self, config: HDPConfig | None = None) -> None:
         self.config = config or HDPConfig()
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Trains on the graph step after step until the tracker's budget or time is spent."""
         graph, machine = problem.graph, problem.machine
         if offer_only_placement(problem, tracker):

@@ -19,15 +19,11 @@ Shipped policies live in `graphopt/policies/` as `<method>-<objective>-d<devices
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from graphopt.ir.solution import Solution
 from graphopt.learning.features import build_features
 from graphopt.learning.formats import CheckpointError, shipped_policy_path
 from graphopt.learning.systems.regal.env import (
@@ -40,7 +36,16 @@ from graphopt.learning.systems.regal.env import (
 from graphopt.learning.systems.regal.numpy_policy import NumpyPolicy
 from graphopt.learning.systems.regal.numpy_policy import load as load_numpy_policy
 from graphopt.learning.systems.regal.numpy_policy import predict_genes as predict_numpy_genes
-from graphopt.solvers.base import Budget, Problem, Result, Solver, SolverError, Tracker
+from graphopt.solvers.base import (
+    Budget,
+    Initial,
+    Problem,
+    Result,
+    Rng,
+    Solver,
+    SolverError,
+    Tracker,
+)
 from graphopt.solvers.random_keys import RandomKeyDecoder
 
 if TYPE_CHECKING:  # torch: imported only when a policy needs it (seconds)
@@ -165,13 +170,7 @@ class Regal(Solver):
         path = shipped_policy_path(self.config.method, objective, d)
         return None if path is None else _load_numpy(path, objective, d)
 
-    def run(
-        self,
-        problem: Problem,
-        tracker: Tracker,
-        rng: np.random.Generator,
-        initial: Sequence[Solution],
-    ) -> None:
+    def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Feature run, one policy inference, then the search on the rest of the budget.
 
         With a shipped policy and greedy actions, inference runs in numpy and torch is never
