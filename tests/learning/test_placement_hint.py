@@ -11,17 +11,13 @@ from graphopt.ir.generators import generate
 from graphopt.learning.batching import make_batch
 from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.placement.features import placement_features
-from graphopt.learning.placement.hint import (
-    HINT_BALANCES,
-    HINT_IMBALANCES,
-    _stage_numbered,
-    partition_hint,
-)
+from graphopt.learning.placement.hint import partition_hint
 from graphopt.learning.systems.gdp.config import GDPConfig
 from graphopt.learning.systems.gdp.env import PlacementTask, most_likely
 from graphopt.learning.systems.gdp.network import GDPPolicy
 from graphopt.solvers.list_scheduling import HEFT_VARIANTS, heft_timeline
 from graphopt.solvers.partition import metis_partition
+from graphopt.solvers.placement_hints import HINT_BALANCES, HINT_IMBALANCES, stage_numbered
 
 
 def candidates(env: PlacementEnv) -> list[np.ndarray]:
@@ -78,7 +74,7 @@ def test_under_a_capacity_a_fitting_candidate_beats_a_faster_one() -> None:
 def test_stage_numbering_orders_devices_by_mean_position_and_empty_ones_last() -> None:
     order = np.arange(6)
     parts = np.array([2, 2, 0, 0, 0, 2])  # device 1 empty
-    assert _stage_numbered(order, parts, 3).tolist() == [0, 0, 1, 1, 1, 0]
+    assert stage_numbered(order, parts, 3).tolist() == [0, 0, 1, 1, 1, 0]
 
 
 def test_a_strong_partition_prior_places_every_op_on_its_hinted_device() -> None:

@@ -719,10 +719,10 @@ class HeftScheduler(Solver):
         offer_op_orders(problem, tracker, placement, [order])
         for insertion, lookahead in HEFT_VARIANTS.values():
             timed = heft_timeline(graph, machine, pinned, insertion=insertion, lookahead=lookahead)
-            _offer_timed(problem, tracker, timed)
+            offer_timed(problem, tracker, timed)
 
 
-def _offer_timed(problem: Problem, tracker: Tracker, timed: TimedSchedule) -> None:
+def offer_timed(problem: Problem, tracker: Tracker, timed: TimedSchedule) -> None:
     """Scores a timed schedule exactly and offers it to the tracker."""
     peaks, makespan, (violation, _, _) = problem.scorer.evaluate(timed.placement, timed.events)
     if violation != Violation.NONE:  # a broken timeline invariant, never a property of the input

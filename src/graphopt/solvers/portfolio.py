@@ -4,8 +4,9 @@ Compilers keep the best of a portfolio of heuristics (Inductor's memory.py); BRK
 solutions in its initial population (paper 001 section 3.2). Here the baselines come first:
 for peak memory the compiler schedulers, the pipeline split and the memory-aware METIS and
 hypergraph partitions (each with every compiler order per device); for makespan HEFT (plain,
-with insertion and with lookahead), critical-path list scheduling and the runtime-balanced
-partitions. Each baseline's result joins
+with insertion and with lookahead), critical-path list scheduling, the runtime-balanced
+partitions, and those partitions and HEFT's placements scheduled for makespan
+(`placement_hints`). Each baseline's result joins
 the starting points. Block search (`block_search`: whole modules and runs of ops moved between
 devices) for peak memory, or critical-path search (`makespan_search`: moves on the critical
 path re-list-scheduled with HEFT's insertion policy) for makespan, then spends `block_share` of
@@ -38,6 +39,7 @@ from graphopt.solvers.makespan_search import CriticalPathSearch
 from graphopt.solvers.memory_schedulers import CompilerScheduler
 from graphopt.solvers.partition import HypergraphSolver, MetisSolver
 from graphopt.solvers.pipeline import PipelineSolver
+from graphopt.solvers.placement_hints import PlacementHints
 
 
 class Portfolio(Solver):
@@ -80,7 +82,7 @@ class Portfolio(Solver):
                 HypergraphSolver(),
             ]
         else:
-            baselines = [HeftScheduler(), CriticalPathScheduler(), MetisSolver()]
+            baselines = [HeftScheduler(), CriticalPathScheduler(), MetisSolver(), PlacementHints()]
         starts = list(initial)
         with tracker.exempt_from_stall():
             for baseline in baselines:

@@ -112,6 +112,12 @@ SOLVERS: dict[str, SolverEntry] = {
         "HeftScheduler",
         "HEFT earliest-finish-time placement and order (makespan)",
     ),
+    "partition-hint": SolverEntry(
+        "graphopt.solvers.placement_hints",
+        "PlacementHints",
+        "METIS splits and HEFT's placements, each scheduled by critical-path ready queues and "
+        "by insertion timelines (GDP's partition hint; makespan)",
+    ),
     "expert": SolverEntry(
         "graphopt.solvers.expert",
         "ExpertPlacement",
