@@ -8,7 +8,7 @@ tensors given NaNs, other dtypes, shapes, layouts or devices) and saved again wi
 
 `load_policy` must refuse a mutant with the project's one-line error, or return a usable policy:
 its greedy and sampled actions on a small graph give valid gene distributions. The resume path
-(`read_run_checkpoint` and restoring the weights and Adam's state) must refuse a mutant or leave
+(`records.read_run` and restoring the weights and Adam's state) must refuse a mutant or leave
 a network and optimizer that can take a finite training step. No mutant may run code: torch's
 `weights_only` unpickler refuses the pickles that would. Samples go through `graphopt optimize
 --solver regal --policy` and `graphopt train regal --resume`.
@@ -57,7 +57,7 @@ from graphopt.learning.systems.regal.env import compute_features
 from graphopt.learning.systems.regal.inference import predict_genes
 from graphopt.learning.systems.regal.network import RegalPolicy
 from graphopt.learning.systems.regal.records import REGAL_FORMAT
-from graphopt.learning.systems.regal.train import TrainConfig, _restore
+from graphopt.learning.systems.regal.train import SYSTEM, TrainConfig
 from graphopt.learning.training import train
 from graphopt.solvers.base import Budget, Problem, Tracker
 from graphopt.solvers.random_keys import RandomKeyDecoder
@@ -213,7 +213,7 @@ def check_run(seeds: Seeds, path: Path) -> None:
     """The mutant `last.pt` is refused, or the restored run takes a finite step."""
     _clean_marker()
     network, optimizer = _fresh_run(seeds.train_config)
-    result = outcome(_restore, path, seeds.train_config, network, optimizer)
+    result = outcome(SYSTEM.restore, path, seeds.train_config, network, optimizer)
     _no_code_ran()
     record(result)
     if not result.accepted:
@@ -357,7 +357,7 @@ def test_the_seeds_are_accepted(seeds, tmp_path) -> None:
     assert outcome(load_policy, seeds.policy_path).accepted
     check_run(seeds, seeds.run_path)
     network, optimizer = _fresh_run(seeds.train_config)
-    assert outcome(_restore, seeds.run_path, seeds.train_config, network, optimizer).accepted
+    assert outcome(SYSTEM.restore, seeds.run_path, seeds.train_config, network, optimizer).accepted
     for name in ("gas-makespan-d2.pt", "regal-makespan-d2.pt", "gas-peak-memory-d2.pt"):
         assert outcome(load_policy, Path(str(SHIPPED.joinpath(name)))).accepted
 
@@ -449,7 +449,7 @@ def test_malformed_run_fields_are_named(seeds, tmp_path, change, message) -> Non
     save_checkpoint(tmp_path / "last.pt", {**seeds.run_record, **change})
     network, optimizer = _fresh_run(seeds.train_config)
     with pytest.raises(CheckpointError, match=message):
-        _restore(tmp_path / "last.pt", seeds.train_config, network, optimizer)
+        SYSTEM.restore(tmp_path / "last.pt", seeds.train_config, network, optimizer)
 
 
 def test_a_stored_learning_rate_cannot_override_the_config(seeds, tmp_path) -> None:
@@ -459,7 +459,7 @@ def test_a_stored_learning_rate_cannot_override_the_config(seeds, tmp_path) -> N
     save_checkpoint(tmp_path / "last.pt", mutant)
     network, optimizer = _fresh_run(seeds.train_config)
     with pytest.raises(CheckpointError, match="param_groups differ from the run's Adam"):
-        _restore(tmp_path / "last.pt", seeds.train_config, network, optimizer)
+        SYSTEM.restore(tmp_path / "last.pt", seeds.train_config, network, optimizer)
 
 
 def test_read_checkpoint_keeps_the_run_fields(seeds) -> None:

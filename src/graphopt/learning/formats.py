@@ -1,10 +1,11 @@
 """Checkpoint formats of the learned systems, and the torch-free field checks their loaders share.
 
 Every learned system saves its checkpoints as one record tagged with its own format
-(`CheckpointFormat`: REGAL's is `records.REGAL_FORMAT`; a new system declares its own beside its
-network). `check_envelope` refuses a file of another system or another version by naming both
-tags, before any field is read, so a GFlowNet checkpoint handed to REGAL's loader says so rather
-than failing on a missing field. The checks below are what every loader applies to a field read
+(`CheckpointFormat`: REGAL's is `regal/records.REGAL_FORMAT`; a new system declares its own beside
+its network, with `run_format`), in the one convention of `records.py` (`RUN_FIELDS`).
+`check_envelope` refuses a file of another system or another version by naming both tags, before
+any field is read, so a GFlowNet checkpoint handed to REGAL's loader says so rather than failing
+on a missing field. The checks below are what every loader applies to a field read
 from a file (user input): each raises `CheckpointError` with a line that names the field.
 """
 
@@ -52,17 +53,29 @@ class CheckpointFormat:
             raise ValueError(f"a checkpoint format tag starts with {PREFIX!r} and is required")
 
 
-def run_format(tag: str, what: str, fields: tuple[str, ...]) -> CheckpointFormat:
-    """The format of a system that the training skeleton saves (`runs.save_run`).
+RUN_FIELDS = (
+    "train_config",
+    "optimizer_state",
+    "step",
+    "best_validation",
+    "best_step",
+    "seconds",
+    "history",
+)
+"""What a run record (last.pt) holds besides its policy's fields, for every system."""
+POLICY_FACTS = ("train_config", "step", "best_validation", "best_step")
+"""The run fields that a policy record (best.pt) keeps at its top level (`System.policy_facts`;
+REGAL keeps its own in `metadata`)."""
 
-    Its own `fields` (its network's config, its machine) beside every run's: the weights, the
-    training config and the best validation so far; a run's last.pt adds the optimizer's state,
-    the seconds and the log.
+
+def run_format(tag: str, what: str, fields: tuple[str, ...]) -> CheckpointFormat:
+    """The format of a system whose best.pt keeps `POLICY_FACTS` (GDP, GO, GFlowNet).
+
+    Its own `fields` (its network's config, its machine) and the weights, beside the facts of
+    its run; a run's last.pt adds the rest of `RUN_FIELDS` (`records.py`).
     """
-    common = ("model_state", "train_config", "step", "best_validation", "best_step")
-    return CheckpointFormat(
-        tag, what, ("format", *fields, *common), ("optimizer_state", "seconds", "history")
-    )
+    rest = tuple(name for name in RUN_FIELDS if name not in POLICY_FACTS)
+    return CheckpointFormat(tag, what, ("format", *fields, "model_state", *POLICY_FACTS), rest)
 
 
 def check_envelope(record: Any, path: str | Path, form: CheckpointFormat) -> dict[str, Any]:

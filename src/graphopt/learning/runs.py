@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
-import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from graphopt.configs import FieldError, read_config
@@ -33,13 +32,9 @@ from graphopt.ir.graph import Graph
 from graphopt.ir.io import read_graph, read_json
 from graphopt.learning.formats import (
     CheckpointError,
-    CheckpointFormat,
-    integer,
     json_field,
-    number,
 )
 from graphopt.learning.run_dir import TrainingError, check_run_dir
-from graphopt.learning.saving import load_adam, load_weights, read_checkpoint, save_checkpoint
 
 Config = TypeVar("Config")
 Network = TypeVar("Network")
@@ -209,18 +204,6 @@ def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             leaves[prefix + key] = value
     return leaves
-
-
-def run_record(optimizer: torch.optim.Optimizer, state: RunState) -> dict[str, Any]:
-    """What a resumable checkpoint (last.pt) adds to its policy: optimizer and run state."""
-    return {
-        "optimizer_state": optimizer.state_dict(),
-        "step": state.step,
-        "best_validation": state.best_validation,
-        "best_step": state.best_step,
-        "seconds": state.seconds,
-        "history": json.dumps(state.history),
-    }
 
 
 def select_graphs(
@@ -426,40 +409,6 @@ def run_steps(
     return state
 
 
-def save_run(
-    path: Path,
-    form: CheckpointFormat,
-    network: torch.nn.Module,
-    optimizer: torch.optim.Optimizer | None,
-    config: Any,
-    state: RunState,
-    fields: dict[str, Any],
-) -> None:
-    """Writes best.pt (no optimizer: the policy) or last.pt (with the optimizer and run state).
-
-    Args:
-        path: the file.
-        form: the system's checkpoint format.
-        network: the policy.
-        optimizer: None for best.pt.
-        config: the run's config dataclass (saved as `train_config`).
-        state: the run so far.
-        fields: what the system's format adds (its network's config, its machine, ...).
-    """
-    record: dict[str, Any] = {
-        "format": form.tag,
-        **fields,
-        "model_state": network.state_dict(),
-        "train_config": json.dumps(asdict(config)),
-        "step": state.step,
-        "best_validation": state.best_validation,
-        "best_step": state.best_step,
-    }
-    if optimizer is not None:
-        record.update(run_record(optimizer, state))
-    save_checkpoint(path, record)
-
-
 def stored_configs(
     record: dict[str, Any],
     path: str | Path,
@@ -483,51 +432,6 @@ def stored_configs(
     except (TypeError, ValueError) as error:
         raise CheckpointError(f"{path}: policy_config: must be JSON text ({error})") from None
     return trained, read_config(network_config, data, "policy_config", CheckpointError)
-
-
-def restore_run(
-    path: Path,
-    form: CheckpointFormat,
-    parse: Callable[[Any], Any],
-    config: Any,
-    network: torch.nn.Module,
-    build: Callable[[], torch.nn.Module],
-    optimizer: torch.optim.Adam,
-    updates_per_step: int,
-    clip: float,
-) -> RunState:
-    """The run state of last.pt, with weights and Adam's state loaded, if its config is ours.
-
-    Args:
-        path: last.pt.
-        form: the system's checkpoint format.
-        parse: the system's config reader (`TrainConfig.from_dict`).
-        config: the run's config, which must equal the stored one (`check_resumable`).
-        network: receives the weights.
-        build: makes the same network (shapes are checked before the file's tensors are used).
-        optimizer: receives Adam's state.
-        updates_per_step: optimizer steps per training step (bounds Adam's step count).
-        clip: the gradient clip (bounds Adam's moments).
-    """
-    record = read_checkpoint(path, form)
-    for key in ("optimizer_state", "seconds", "history"):
-        if key not in record:
-            raise CheckpointError(f"{path}: not a training run's checkpoint (no '{key}')")
-    try:
-        stored_config = parse(json_field(record["train_config"], f"{path}: train_config"))
-    except TrainingError as error:
-        raise CheckpointError(f"{path}: train_config: {error}") from None
-    check_resumable(path, stored_config, config)
-    load_weights(network, build, record["model_state"], f"{path}: model_state")
-    step = integer(record["step"], f"{path}: step", 0, 2**62)
-    best_step = integer(record["best_step"], f"{path}: best_step", 0, step)
-    best_validation = number(record["best_validation"], f"{path}: best_validation")
-    seconds = number(record["seconds"], f"{path}: seconds")
-    load_adam(optimizer, record["optimizer_state"], step * updates_per_step, clip, path)
-    history = json_field(record["history"], f"{path}: history")
-    if not isinstance(history, list) or len(history) != step + 1:
-        raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
-    return RunState(step, best_validation, best_step, max(seconds, 0.0), history)
 
 
 def load_config(cls: type[Config], source: str | Path, what: str) -> Config:

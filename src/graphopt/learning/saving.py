@@ -43,7 +43,7 @@ def read_checkpoint(path: str | Path, form: CheckpointFormat) -> dict[str, Any]:
     """The raw record of a checkpoint file of `form`: a policy's fields, and a run's with them.
 
     Only the envelope is checked here (format, field names); `load_policy` and
-    `read_run_checkpoint` check the fields they use; every system's loader reads through it
+    `records.read_run` check the fields they use; every system's loader reads through it
     with its own format.
 
     Raises:

@@ -4,7 +4,8 @@ The skeleton owns what every run does alike: the run directory (refusing to over
 resume none), the seed, the network and Adam, restoring last.pt, config.json, the log, the step
 loop with its validation and checkpoint cadence (`runs.run_steps`), best.pt and last.pt, and
 closing the workers. A system says only what is its own (`System`): its network, its graphs and
-workers, one training step, one validation, and what its checkpoints record. Everything random
+workers, one training step, one validation, and what its checkpoints record (`fields`; the
+convention, one writer and one reader for all, is `records.py`). Everything random
 in step s is seeded by (run.seed, s) inside the system's step, so a resumed run continues
 exactly as the uninterrupted one.
 
@@ -16,27 +17,30 @@ own.
 from __future__ import annotations
 
 import importlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from graphopt.learning import runs
-from graphopt.learning.formats import CheckpointFormat
+from graphopt.learning.formats import CheckpointError, CheckpointFormat
+from graphopt.learning.records import RunCheckpoint, policy_record, read_run, run_fields
+from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import (
     Phase,
     Row,
     RunLog,
     RunState,
+    check_resumable,
     open_run,
-    restore_run,
     run_steps,
     unwatched,
     write_config,
 )
+from graphopt.learning.saving import load_adam, load_weights, save_checkpoint
 
 
 def nothing() -> None:
@@ -115,8 +119,17 @@ class System(ABC):
         return 1
 
     def fields(self, config: Any) -> dict[str, Any]:
-        """What this system's checkpoints record besides the common fields."""
+        """What this system's checkpoints record besides the weights (`records.py`)."""
         return {}
+
+    def policy_facts(self, config: Any, state: RunState) -> dict[str, Any]:
+        """What best.pt says of the run that made it (`formats.POLICY_FACTS`)."""
+        return {
+            "train_config": json.dumps(asdict(config)),
+            "step": state.step,
+            "best_validation": state.best_validation,
+            "best_step": state.best_step,
+        }
 
     def save(
         self,
@@ -127,7 +140,17 @@ class System(ABC):
         state: RunState,
     ) -> None:
         """Writes best.pt (no optimizer: the policy) or last.pt (resumable)."""
-        runs.save_run(path, self.form, network, optimizer, config, state, self.fields(config))
+        record = policy_record(self.form, self.fields(config), network)
+        if optimizer is None:
+            record.update(self.policy_facts(config, state))
+        else:
+            record.update(run_fields(config, optimizer, state))
+        save_checkpoint(path, record)
+
+    def load_run_weights(self, run: RunCheckpoint, config: Any, network: torch.nn.Module) -> None:
+        """Loads last.pt's weights into the run's network, once they are checked to fit it."""
+        weights = run.record["model_state"]
+        load_weights(network, lambda: self.network(config), weights, f"{run.path}: model_state")
 
     def restore(
         self,
@@ -136,18 +159,23 @@ class System(ABC):
         network: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
     ) -> RunState:
-        """The run state of last.pt, with the weights and Adam's state loaded into the run's."""
-        return restore_run(
-            path,
-            self.form,
-            self.parse,
-            config,
-            network,
-            lambda: self.network(config),
-            optimizer,
-            self.updates_per_step(config),
-            config.optimizer.grad_clip,
-        )
+        """The run state of last.pt, with the weights and Adam's state loaded into the run's.
+
+        Raises:
+            CheckpointError: a malformed last.pt, or one whose weights or Adam's state do not
+                fit the run.
+            TrainingError: a last.pt trained with another config (`runs.check_resumable`).
+        """
+        run = read_run(path, self.form, self.log_columns)
+        try:
+            stored = self.parse(run.train_config)
+        except TrainingError as error:
+            raise CheckpointError(f"{path}: train_config: {error}") from None
+        check_resumable(path, stored, config)
+        self.load_run_weights(run, config, network)
+        steps = run.state.step * self.updates_per_step(config)
+        load_adam(optimizer, run.record["optimizer_state"], steps, config.optimizer.grad_clip, path)
+        return run.state
 
 
 SYSTEMS = {

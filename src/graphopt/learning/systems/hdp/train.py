@@ -1,4 +1,11 @@
-"""HDP's REINFORCE steps on the one graph it places (its search: HDP has no pre-training)."""
+"""HDP's REINFORCE steps on the one graph it places (its search: HDP has no pre-training).
+
+The steps are the platform's: Adam with its clipping from `optim` (`AdamConfig`,
+`clipped_step`) and REINFORCE's loss from `objectives.reinforce` (a moving-average baseline, so
+no learned baseline term). HDP does not run through `training.train`: it trains inside a solve,
+for as long as the solve's budget lasts, with no run directory, validation or checkpoint to
+keep; the solver's loop offers every step's best placement to the tracker instead.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ from torch import nn
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
-from graphopt.learning.optim import clipped_step
+from graphopt.learning.objectives.reinforce import reinforce_loss
+from graphopt.learning.optim import AdamConfig, clipped_step
 from graphopt.learning.placement.env import PlacementEnv, PlacementOutcome
 from graphopt.learning.placement.features import placement_features
 from graphopt.learning.systems.hdp.config import HDPConfig
@@ -74,7 +82,8 @@ class HDPTrainer:
             self.policy = HDPPolicy(
                 self.features.shape[1], self.config.hidden, self.n_groups, machine.n_devices
             )
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=self.config.learning_rate)
+        self.adam = AdamConfig(self.config.learning_rate, grad_clip=self.config.grad_clip)
+        self.optimizer = self.adam.optimizer(self.policy.parameters())
         self.steps = 0
         self.generator = torch.Generator().manual_seed(seed)
         self.baseline: float | None = None
@@ -123,10 +132,15 @@ class HDPTrainer:
             reward = torch.from_numpy(outcome.reward.astype(np.float32))
             mean = float(reward.mean())
             baseline = mean if self.baseline is None else self.baseline
-            loss = -((reward - baseline) * log_p).mean() - self.config.entropy_weight * (
-                group_entropy + device_entropy
+            loss = reinforce_loss(
+                log_p,
+                reward,
+                torch.tensor(baseline),
+                group_entropy + device_entropy,
+                baseline_weight=0.0,
+                entropy_weight=self.config.entropy_weight,
             )
-            clipped_step(self.policy, self.optimizer, loss, self.steps, self.config.grad_clip)
+            clipped_step(self.policy, self.optimizer, loss.total, self.steps, self.adam.grad_clip)
         self.steps += 1
         decay = self.config.baseline_decay
         self.baseline = decay * baseline + (1 - decay) * mean

@@ -2,17 +2,17 @@
 
 A checkpoint records the policy's shape, the feature set, the objective, the device count and
 the inner search it was trained for; loading one for another device count, objective or feature
-set is an error that says which. Files are written and read by `saving.py` (atomic writes,
-torch's `weights_only` loader, the envelope of `REGAL_FORMAT`), and every field is checked
-before use. The network's shape is compared with the stored tensors on torch's meta device
-before any memory is allocated, so a file cannot make the loader allocate more than it holds,
-and the weights must be finite and give finite outputs: a loaded policy can always be run, a
+set is an error that says which. Records follow the platform's convention (`learning/records.py`,
+REGAL supplying its fields: `policy_fields_of`); files are written and read by `saving.py`
+(atomic writes, torch's `weights_only` loader, the envelope of `REGAL_FORMAT`), and every field
+is checked before use. The network's shape is compared with the stored tensors on torch's meta
+device before any memory is allocated, so a file cannot make the loader allocate more than it
+holds, and the weights must be finite and give finite outputs: a loaded policy can always be run, a
 damaged one is refused with a line that says why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,20 +20,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphopt._messages import describe
+from graphopt.learning import records
 from graphopt.learning.batching import make_batch
 from graphopt.learning.features import FEATURE_SET, GraphFeatures, node_feature_names
-from graphopt.learning.formats import CheckpointError, integer, json_field, number
-from graphopt.learning.saving import load_adam, load_weights, read_checkpoint
+from graphopt.learning.formats import CheckpointError
+from graphopt.learning.records import RunCheckpoint
+from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.systems.regal.config import PolicyConfig
 from graphopt.learning.systems.regal.env import EnvSpec, InnerSearch
 from graphopt.learning.systems.regal.network import RegalPolicy
-from graphopt.learning.systems.regal.records import (
-    _RUN_KEYS,
-    REGAL_FORMAT,
-    _policy_config,
-    policy_fields,
-)
+from graphopt.learning.systems.regal.records import REGAL_FORMAT, _policy_config, policy_fields
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,6 +71,25 @@ class TrainedPolicy:
         )
 
 
+def policy_fields_of(
+    config: PolicyConfig,
+    objective: str,
+    search: str,
+    feature_evaluations: int,
+    inner: InnerSearch | None = None,
+) -> dict[str, Any]:
+    """What a REGAL checkpoint says its weights are for (`policy_fields` reads it back)."""
+    return {
+        "policy_config": asdict(config),
+        "feature_set": FEATURE_SET,
+        "node_features": list(node_feature_names(config.n_devices)),
+        "objective": objective,
+        "search": search,
+        "feature_evaluations": feature_evaluations,
+        "inner_search": asdict(inner or InnerSearch()),
+    }
+
+
 def policy_record(
     network: RegalPolicy,
     objective: str,
@@ -82,18 +97,9 @@ def policy_record(
     feature_evaluations: int,
     inner: InnerSearch | None = None,
 ) -> dict[str, Any]:
-    """The part of a checkpoint that says what the weights are for."""
-    return {
-        "format": REGAL_FORMAT.tag,
-        "policy_config": asdict(network.config),
-        "feature_set": FEATURE_SET,
-        "node_features": list(node_feature_names(network.config.n_devices)),
-        "objective": objective,
-        "search": search,
-        "feature_evaluations": feature_evaluations,
-        "inner_search": asdict(inner or InnerSearch()),
-        "model_state": network.state_dict(),
-    }
+    """A REGAL policy's record: its fields (`policy_fields_of`) and weights (`records.py`)."""
+    fields = policy_fields_of(network.config, objective, search, feature_evaluations, inner)
+    return records.policy_record(REGAL_FORMAT, fields, network)
 
 
 def load_policy(
@@ -122,85 +128,19 @@ def load_policy(
     )
 
 
-@dataclass(frozen=True, eq=False)
-class RunCheckpoint:
-    """What `last.pt` holds besides the policy: a training run's state, checked.
-
-    Attributes:
-        path: the file.
-        train_config: the run's training config, as a JSON object.
-        step: gradient steps done.
-        best_validation: best validation reward so far.
-        best_step: the step that reached it.
-        seconds: training time so far.
-        history: one log row per step, from step 0.
-        record: the raw record (weights and optimizer state, checked by `restore`).
-    """
-
-    path: Path
-    train_config: dict[str, Any]
-    step: int
-    best_validation: float
-    best_step: int
-    seconds: float
-    history: list[dict[str, float]]
-    record: dict[str, Any]
-
-    def restore(self, network: RegalPolicy, optimizer: torch.optim.Adam, clip: float) -> None:
-        """Loads the weights and Adam's state into a network and optimizer of the run's config.
-
-        `clip` is the run's gradient clip (`train_config`'s, which the caller compared with
-        the config it resumes with), the bound of Adam's stored moments.
-
-        Raises:
-            CheckpointError: when the stored policy, weights or optimizer state do not fit
-                them, or hold non-finite values.
-        """
-        config = _policy_config(self.record["policy_config"], f"{self.path}: policy_config")
-        if config != network.config:
-            raise CheckpointError(f"{self.path}: policy_config is not the train_config's network")
-        state = self.record["model_state"]
-        load_weights(network, lambda: RegalPolicy(config), state, f"{self.path}: model_state")
-        _check_outputs(network, f"{self.path}: model_state")
-        load_adam(optimizer, self.record["optimizer_state"], self.step, clip, self.path)
-
-
-def read_run_checkpoint(path: str | Path, columns: Sequence[str]) -> RunCheckpoint:
-    """A training run's `last.pt`, every field of the run checked.
-
-    Args:
-        path: the checkpoint.
-        columns: the names a log row may use.
+def restore_weights(run: RunCheckpoint, network: RegalPolicy) -> None:
+    """Loads a run's last.pt weights into a network of the run's config, checked.
 
     Raises:
-        CheckpointError: naming the field that is missing or malformed.
+        CheckpointError: when the stored policy or weights do not fit the network, or give
+            non-finite outputs.
     """
-    path = Path(path)
-    record = read_checkpoint(path, REGAL_FORMAT)
-    for key in _RUN_KEYS:
-        if key not in record:
-            raise CheckpointError(f"{path}: not a training run's checkpoint (no '{key}')")
-    train_config = json_field(record["train_config"], f"{path}: train_config")
-    if not isinstance(train_config, dict):
-        raise CheckpointError(f"{path}: train_config: must be a JSON object")
-    step = integer(record["step"], f"{path}: step", 0, 2**62)
-    best_step = integer(record["best_step"], f"{path}: best_step", 0, step)
-    best_validation = number(record["best_validation"], f"{path}: best_validation")
-    seconds = number(record["seconds"], f"{path}: seconds")
-    if seconds < 0:
-        raise CheckpointError(f"{path}: seconds: must be >= 0, got {describe(seconds)}")
-    history = json_field(record["history"], f"{path}: history")
-    if not isinstance(history, list) or len(history) != step + 1:
-        raise CheckpointError(f"{path}: history: must list {step + 1} rows, one per step from 0")
-    for i, row in enumerate(history):
-        where = f"{path}: history[{i}]"
-        if not isinstance(row, dict) or not set(row) <= set(columns) or row.get("step") != i:
-            raise CheckpointError(f"{where}: must be a log row of step {i}")
-        for key, value in row.items():
-            number(value, f"{where}.{key}")
-    return RunCheckpoint(
-        path, train_config, step, best_validation, best_step, seconds, history, record
-    )
+    config = _policy_config(run.record["policy_config"], f"{run.path}: policy_config")
+    if config != network.config:
+        raise CheckpointError(f"{run.path}: policy_config is not the train_config's network")
+    state = run.record["model_state"]
+    load_weights(network, lambda: RegalPolicy(config), state, f"{run.path}: model_state")
+    _check_outputs(network, f"{run.path}: model_state")
 
 
 def _check_outputs(network: RegalPolicy, where: str) -> None:

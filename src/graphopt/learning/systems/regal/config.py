@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from graphopt.configs import FieldError
+from graphopt.learning.features import node_feature_names
 from graphopt.learning.systems.regal.actions import ActionConfig
 from graphopt.limits import MAX_DEVICES
 
@@ -68,3 +69,20 @@ class PolicyConfig:
                 raise FieldError(name, f"must be in [{low}, {high}], got {getattr(self, name)}")
         if self.anchor is not None and not (self.actions.placement or self.actions.scheduling):
             raise ValueError("the feature anchor needs placement or scheduling actions")
+
+    def anchor_targets(self) -> list[tuple[slice, bool]]:
+        """The node-feature columns the anchored slots pull towards, and whether each is flipped.
+
+        Placement slots read the feature run's expected device shares; the scheduling slot reads
+        1 - the expected position (an early op gets a high priority). One list for the torch
+        network and its numpy twin, which must compute the same targets.
+        """
+        names = node_feature_names(self.n_devices)
+        targets = []
+        if self.actions.placement:
+            first = names.index("expected_device_0")
+            targets.append((slice(first, first + self.n_devices), False))
+        if self.actions.scheduling:
+            position = names.index("expected_position")
+            targets.append((slice(position, position + 1), True))
+        return targets

@@ -95,16 +95,10 @@ class RegalPolicy(nn.Module):
     def _anchor_logits(self, x: Tensor) -> Tensor:
         """[N, 2 * slots, k]: -a (m - t)^2 on each slot's mean head, 0 on its variance head."""
         assert self.anchor is not None
-        config = self.config
-        d, k = config.n_devices, config.actions.levels
-        names = node_feature_names(d)
-        targets = []
-        if config.actions.placement:
-            first = names.index("expected_device_0")
-            targets.append(x[:, first : first + d])
-        if config.actions.scheduling:
-            position = names.index("expected_position")
-            targets.append(1.0 - x[:, position : position + 1])
+        k = self.config.actions.levels
+        targets = [
+            1.0 - x[:, cols] if flip else x[:, cols] for cols, flip in self.config.anchor_targets()
+        ]
         target = torch.cat(targets, dim=1) * (k - 1)
         levels = torch.arange(k, dtype=x.dtype, device=x.device)
         pull = -self.anchor[None, :, None] * (levels - target[..., None]) ** 2

@@ -461,16 +461,11 @@ class NumpyPolicy:
 
     def _anchor_logits(self, x: np.ndarray) -> np.ndarray:
         """`RegalPolicy._anchor_logits`, the same float32 operations in the same order."""
-        config = self.config
-        d, k = config.n_devices, config.actions.levels
-        names = node_feature_names(d)
-        targets = []
-        if config.actions.placement:
-            first = names.index("expected_device_0")
-            targets.append(x[:, first : first + d])
-        if config.actions.scheduling:
-            position = names.index("expected_position")
-            targets.append(np.float32(1.0) - x[:, position : position + 1])
+        k = self.config.actions.levels
+        targets = [
+            np.float32(1.0) - x[:, cols] if flip else x[:, cols]
+            for cols, flip in self.config.anchor_targets()
+        ]
         target = np.concatenate(targets, axis=1) * np.float32(k - 1)
         levels = np.arange(k, dtype=np.float32)
         difference = levels - target[..., None]

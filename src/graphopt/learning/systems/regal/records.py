@@ -17,6 +17,7 @@ from typing import Any
 from graphopt._messages import describe
 from graphopt.learning.features import FEATURE_SET, node_feature_names
 from graphopt.learning.formats import (
+    RUN_FIELDS,
     CheckpointError,
     CheckpointFormat,
     choice,
@@ -53,17 +54,8 @@ _POLICY_KEYS = (
     "model_state",
 )
 _OPTIONAL_KEYS = ("inner_search", "metadata")  # older checkpoints lack them
-_RUN_KEYS = (
-    "train_config",
-    "optimizer_state",
-    "step",
-    "best_validation",
-    "best_step",
-    "seconds",
-    "history",
-)
 REGAL_FORMAT = CheckpointFormat(
-    "graphopt.regal-policy/1", "REGAL policy", _POLICY_KEYS, (*_OPTIONAL_KEYS, *_RUN_KEYS)
+    "graphopt.regal-policy/1", "REGAL policy", _POLICY_KEYS, (*_OPTIONAL_KEYS, *RUN_FIELDS)
 )
 """REGAL's (and GAS's and IDRS's) checkpoints: a policy, and a training run's state with it."""
 

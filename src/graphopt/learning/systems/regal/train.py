@@ -32,23 +32,25 @@ from graphopt.configs import FieldError, read_config
 from graphopt.ir.io import read_json
 from graphopt.learning.batching import make_batch
 from graphopt.learning.features import FEATURE_EVALUATIONS
-from graphopt.learning.formats import CheckpointError
 from graphopt.learning.objectives.reinforce import ReinforceConfig, ReinforceLoss, reinforce_loss
 from graphopt.learning.optim import AdamConfig, clipped_step
+from graphopt.learning.records import RunCheckpoint
 from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import (
     Phase,
     RunConfig,
     RunState,
     check_finite,
-    check_resumable,
     config_path,
-    run_record,
     training_graphs,
     unwatched,
 )
 from graphopt.learning.saving import save_checkpoint
-from graphopt.learning.systems.regal.checkpoints import policy_record, read_run_checkpoint
+from graphopt.learning.systems.regal.checkpoints import (
+    policy_fields_of,
+    policy_record,
+    restore_weights,
+)
 from graphopt.learning.systems.regal.config import PolicyConfig
 from graphopt.learning.systems.regal.env import (
     SEARCHES,
@@ -532,7 +534,7 @@ def validate(
 
 
 class RegalSystem(System):
-    """REGAL (and GAS, IDRS) for the training skeleton, with REGAL's checkpoint records.
+    """REGAL (and GAS, IDRS) for the training skeleton, its own fields in the common records.
 
     Files besides the skeleton's: per validation validations/step-N.npz and snapshots/step-N.pt
     (`_keep_validation`).
@@ -584,52 +586,27 @@ class RegalSystem(System):
             rollouts.close,
         )
 
-    def save(
-        self,
-        path: Path,
-        network: torch.nn.Module,
-        optimizer: torch.optim.Optimizer | None,
-        config: Any,
-        state: RunState,
-    ) -> None:
-        """best.pt: REGAL's policy record with the run's metadata; last.pt: with the run too."""
-        record = policy_record(
-            network, config.objective, config.search, config.feature_evaluations, config.inner
+    def fields(self, config: Any) -> dict[str, Any]:
+        """What REGAL's loaders check before using the weights (`policy_fields_of`)."""
+        return policy_fields_of(
+            config.policy, config.objective, config.search, config.feature_evaluations, config.inner
         )
-        if optimizer is None:
-            record["metadata"] = {
+
+    def policy_facts(self, config: Any, state: RunState) -> dict[str, Any]:
+        """best.pt's facts of the run, in REGAL's `metadata` (read by model cards)."""
+        return {
+            "metadata": {
                 "train_config": json.dumps(asdict(config)),
                 "step": state.step,
                 "validation_reward": state.best_validation,
                 "validation_improvement_pct": 100.0 * (state.best_validation + 1.0),
             }
-        else:
-            record.update(train_config=json.dumps(asdict(config)), **run_record(optimizer, state))
-        save_checkpoint(path, record)
+        }
 
-    def restore(
-        self,
-        path: Path,
-        config: Any,
-        network: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
-    ) -> RunState:
-        """The run state of REGAL's last.pt, its config (either layout) checked against ours."""
-        return _restore(path, config, network, optimizer)
+    def load_run_weights(self, run: RunCheckpoint, config: Any, network: torch.nn.Module) -> None:
+        """last.pt's weights, their policy config and outputs checked (`restore_weights`)."""
+        restore_weights(run, network)
 
 
 SYSTEM = RegalSystem()
 """REGAL's system (`training.SYSTEMS['regal']`)."""
-
-
-def _restore(
-    path: Path, config: TrainConfig, network: RegalPolicy, optimizer: torch.optim.Optimizer
-) -> RunState:
-    run = read_run_checkpoint(path, LOG_COLUMNS)
-    try:
-        stored = TrainConfig.from_dict(run.train_config)  # either layout
-    except TrainingError as error:
-        raise CheckpointError(f"{path}: train_config: {error}") from None
-    check_resumable(path, stored, config)
-    run.restore(network, optimizer, config.optimizer.grad_clip)
-    return RunState(run.step, run.best_validation, run.best_step, run.seconds, run.history)
