@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/learned_vs_auto.py [--system gdp|go] [--models a,b,...]
         [--devices 4,8] [--capacity none,0.6] [--seconds 2,10] [--bandwidth 2.5e10]
-        [--latency 1e-5] [--seed 0] [--out docs/results/learned-vs-auto]
+        [--latency 1e-5] [--seed 0] [--evaluations N] [--out docs/results/learned-vs-auto]
 
 Issue 45's bars. Every (model, devices, capacity) cell is solved, for each budget T, by:
 - `auto`: the default search (`--fusion search` with `--system go`);
@@ -17,7 +17,9 @@ other, same seed, in one process that first solves the first cell once with each
 compiler solving many graphs loads its policy, torch and the numba caches once (a cold process
 pays that once, about 1-2 s for a learned solver on this 2-core machine). Capacity 0.6 is
 0.6 x the one-device optimum's peak memory (`compiler-best` on one device) on every device.
-The default models are held out of both shipped policies' training (`MODELS`).
+The default models are held out of both shipped policies' training (`MODELS`). With
+`--evaluations N` every solver gets N evaluations instead of T seconds: not the bar, but free of
+the machine's load, so it says whether the policy's seeds help the search per evaluation.
 
 Printed: per-cell makespans, then for each T the learned solver's gain over `auto` and over
 `untrained` (value of the other / own - 1, > 0: the learned solver is better) with 95 % CIs,
@@ -114,11 +116,10 @@ def solvers(system: str) -> dict[str, Solver]:
     }
 
 
-def solve(solver: Solver, problem: Problem, seconds: float | None, seed: int) -> tuple:
-    """(objective, wall seconds) of one solve; an infeasible result counts as +inf."""
-    budget = Budget(seconds=seconds) if seconds else Budget(evaluations=10_000)
+def solve(solver: Solver, problem: Problem, budget: Budget | None, seed: int) -> tuple:
+    """(objective, wall seconds) of one solve (None: to its end); infeasible counts as +inf."""
     start = time.perf_counter()
-    result = solver.solve(problem, budget, seed=seed)
+    result = solver.solve(problem, budget or Budget(evaluations=10_000), seed=seed)
     wall = time.perf_counter() - start
     return (result.value if result.status != "infeasible" else float("inf")), wall
 
@@ -140,34 +141,40 @@ def main() -> None:
     parser.add_argument("--bandwidth", type=float, default=2.5e10)
     parser.add_argument("--latency", type=float, default=1e-5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--evaluations", type=int, default=None)
     parser.add_argument("--out", type=Path, default=Path("docs/results/learned-vs-auto"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     fusion = args.system == "go"
     compared = solvers(args.system)
+    if args.evaluations:
+        budgets = {f"{args.evaluations} evaluations": Budget(evaluations=args.evaluations)}
+    else:
+        budgets = {f"{t:g} s": Budget(seconds=t) for t in map(float, args.seconds.split(","))}
+    limits = list(budgets)
     rows: list[dict] = []
     problems = cells(args)
     warm = Problem(problems[0].graph, problems[0].machine, Objective.MAKESPAN, fusion=fusion)
     for solver in compared.values():  # a process solving many graphs loads each model once
-        solve(solver, warm, 0.5, args.seed)
+        solve(solver, warm, Budget(seconds=0.5), args.seed)
     for cell in problems:
         problem = Problem(cell.graph, cell.machine, Objective.MAKESPAN, fusion=fusion)
         hint = min(solve(make_solver(name), problem, None, args.seed)[0] for name in HINTS)
-        for seconds in map(float, args.seconds.split(",")):
+        for limit in limits:
             row: dict = {
                 "model": cell.model,
                 "ops": cell.graph.n_ops,
                 "devices": cell.machine.n_devices,
                 "capacity": cell.capacity,
-                "seconds": seconds,
+                "budget": limit,
                 "hint": hint,
             }
             for name, solver in compared.items():
-                budget = None if name == "policy" else seconds
+                budget = None if name == "policy" else budgets[limit]
                 row[name], row[f"{name}_wall"] = solve(solver, problem, budget, args.seed)
             rows.append(row)
             print(
-                f"{cell.model:24s} d={cell.machine.n_devices} cap={cell.capacity:4s} T={seconds:g}"
+                f"{cell.model:24s} d={cell.machine.n_devices} cap={cell.capacity:4s} {limit}"
                 f"  hint {1e3 * hint:.4f}  policy {1e3 * row['policy']:.4f}  auto "
                 f"{1e3 * row['auto']:.4f}  {args.system} {1e3 * row['learned']:.4f}  untrained "
                 f"{1e3 * row['untrained']:.4f} ms",
@@ -178,16 +185,16 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     lines = []
-    for seconds in sorted({row["seconds"] for row in rows}):
-        at = [row for row in rows if row["seconds"] == seconds]
+    for limit in limits:
+        at = [row for row in rows if row["budget"] == limit]
         over_auto = gains(at, "learned", "auto")
         lines += [
-            f"T = {seconds:g} s, {len(at)} cells:",
+            f"{limit}, {len(at)} cells:",
             f"  {args.system} vs auto: {gain_line(over_auto)}; worst {over_auto.min():+.2f} %",
             f"  {args.system} vs untrained: {gain_line(gains(at, 'learned', 'untrained'))}",
             f"  untrained vs auto: {gain_line(gains(at, 'untrained', 'auto'))}",
         ]
-    policy = gains([row for row in rows if row["seconds"] == rows[0]["seconds"]], "policy", "hint")
+    policy = gains([row for row in rows if row["budget"] == limits[0]], "policy", "hint")
     lines.append(f"policy alone vs best hint: {gain_line(policy)}")
     text = "\n".join(lines)
     print(text)

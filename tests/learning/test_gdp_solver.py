@@ -198,11 +198,13 @@ def test_the_elite_keeps_the_best_distinct_candidates(size, batches, seed, capac
     problem = Problem(graph, Machine(2, capacity=capacity), "makespan")
     elite = Elite(problem, size)
     every: list[tuple[int, float, bytes]] = []
-    for rows in batches:
-        placements = rng.integers(0, 2, (rows, 6))
-        orders = [rng.permutation(3) for _ in range(rows)]
-        peaks = rng.integers(0, 6, (rows, 2))
-        makespans = rng.integers(1, 4, rows).astype(float)  # ties are common
+    pool = rng.integers(0, 2, (5, 6)), [rng.permutation(3) for _ in range(5)]
+    for rows in batches:  # drawn from a small pool, so that candidates repeat
+        drawn = rng.integers(0, 5, rows)
+        placements, orders = pool[0][drawn], [pool[1][i] for i in drawn]
+        # a candidate's score follows from it (ties are common), as the scorer's does
+        peaks = np.stack([np.bincount(p, minlength=2) for p in placements])
+        makespans = 1.0 + (placements @ np.arange(6) + [o[0] for o in orders]) % 3
         elite.add(placements, orders, peaks, makespans)
         excess, value = problem.fitness(peaks, makespans)
         for b in range(rows):

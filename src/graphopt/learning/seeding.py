@@ -53,7 +53,10 @@ class Elite:
         excess, value = self.problem.fitness(peaks, makespans)
         n_devices = self.problem.machine.n_devices
         seen = {key for _, _, key, _ in self._kept}
-        for b in np.lexsort((value, excess))[: self.size]:
+        added = 0
+        for b in np.lexsort((value, excess)):
+            if added == self.size:  # the batch's later rows rank below all of these
+                break
             placement = np.asarray(placements[b], dtype=np.int32)
             order = np.asarray(orders[b], dtype=np.int64)
             fusion = None if groups is None or (groups[b] < 0).all() else groups[b]
@@ -63,6 +66,7 @@ class Elite:
             if key in seen:
                 continue
             seen.add(key)
+            added += 1
             solution = Solution(placement, order, n_devices, fusion=fusion)
             self._kept.append((int(excess[b]), float(value[b]), key, solution))
         self._kept.sort(key=lambda kept: kept[:2])
