@@ -42,7 +42,7 @@ from graphopt.importers.zoo import export_graph
 from graphopt.ir.graph import Graph
 from graphopt.learning.systems.gdp.solver import GDP, SEARCH_SAMPLES, GDPAlone, GDPSolverConfig
 from graphopt.learning.systems.go.solver import GO, GOAlone, GOSolverConfig
-from graphopt.solvers.base import Budget, Objective, Problem, Solver
+from graphopt.solvers.base import Budget, InfeasibleError, Objective, Problem, Solver
 from graphopt.solvers.registry import make_solver
 
 MODELS = (
@@ -95,6 +95,11 @@ def cells(args: argparse.Namespace) -> list[Cell]:
                     bandwidth=args.bandwidth,
                     latency=args.latency,
                 )
+                try:
+                    Problem(graph, machine, Objective.MAKESPAN).check_capacity()
+                except InfeasibleError as error:
+                    print(f"{spec} d={devices} cap={capacity}: skipped, {error}", flush=True)
+                    continue
                 out.append(Cell(spec, graph, machine, capacity))
     return out
 
@@ -129,6 +134,14 @@ def gains(rows: list[dict], column: str, other: str) -> np.ndarray:
     own = np.array([row[column] for row in rows])
     base = np.array([row[other] for row in rows])
     return 100 * (base / own - 1)
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """Every row so far, rewritten after each cell so that a stopped run keeps its rows."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def main() -> None:
@@ -173,6 +186,7 @@ def main() -> None:
                 budget = None if name == "policy" else budgets[limit]
                 row[name], row[f"{name}_wall"] = solve(solver, problem, budget, args.seed)
             rows.append(row)
+            write_rows(args.out / f"runs-{args.system}.csv", rows)
             print(
                 f"{cell.model:24s} d={cell.machine.n_devices} cap={cell.capacity:4s} {limit}"
                 f"  hint {1e3 * hint:.4f}  policy {1e3 * row['policy']:.4f}  auto "
@@ -180,10 +194,6 @@ def main() -> None:
                 f"{1e3 * row['untrained']:.4f} ms",
                 flush=True,
             )
-    with (args.out / f"runs-{args.system}.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
     lines = []
     for limit in limits:
         at = [row for row in rows if row["budget"] == limit]
