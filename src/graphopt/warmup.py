@@ -97,7 +97,10 @@ STAGES: tuple[dict[str, tuple[str, ...]], ...] = (
             "idrs",
             "gflownet",
             "gdp",
+            "gdp-policy",
             "go",
+            "go-policy",
+            "partition-hint",
             "hdp",
             "compiler-default",
             "compiler-default --fusion default",
@@ -110,6 +113,7 @@ STAGES: tuple[dict[str, tuple[str, ...]], ...] = (
             "gas --fusion search",
             "idrs --fusion search",
             "go --fusion search",
+            "go-policy --fusion search",
             "compiler-default --fusion search",
             "go-anneal --fusion search",
         ),
@@ -121,9 +125,10 @@ solver's name, or a name and `--fusion CHOICE` as on the command line, run on th
 fusion classes. The first stage compiles each family's own kernels (random-search's are not
 local search's: it samples orders and scores them in batches; the fusion policies run on list
 scheduling's solutions); the second what is made of them (the portfolio, BRKGA and local search
-over fusion; the learned solvers, which import torch, with GO's baselines, which share the ready
-queues over batches of placements); the third the learned solvers' and GO's searches over
-fusion, which share GO's fused decoder with the searches of the second stage."""
+over fusion; the learned solvers, which import torch, with GO's baselines and the partition hint,
+which share the ready queues over batches of placements); the third the learned solvers' and
+GO's searches over fusion, which share GO's fused decoder with the searches of the second
+stage."""
 
 OPS = 30
 """Ops of the warm-up graphs: enough for every solver phase, small enough to solve in ms."""
