@@ -1,20 +1,72 @@
-"""GDP's GraphSAGE encoder (paper 003 equations 2-3) on torch-geometric's `SAGEConv`.
+"""GDP's GraphSAGE encoder (paper 003 equations 2-3): torch-geometric's `SAGEConv`, in torch.
 
 Each layer gathers a neighbourhood by max-pooling its projected neighbours,
 h_N(v) = max_u sigma(W_pool h_u + b) (eq. 2, `project=True`, `aggr="max"`), and updates
 h_v = l2-normalize(W [h_v, h_N(v)]) (eq. 3, `normalize=True`). Edges are read in both directions:
 an op's placement depends on its producers and its consumers alike. Max pooling, unlike a sum,
 keeps a node's scale independent of its degree, so one trained encoder reads graphs of any size.
+
+`SAGELayer` is `SAGEConv(aggr="max", project=True, normalize=True)` written out in torch: the same
+parameters under the same names, drawn from the same random stream, and the same kernels in the
+same order, so checkpoints load unchanged and give the same outputs bit for bit
+(`tests/learning/test_graphsage.py` compares them). Importing torch-geometric imports its datasets
+and, through them, transformers: 1-2 s that every solve with a GDP or GO policy paid before its
+first placement, inside the budget of `optimize --time` (issue 45).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import SAGEConv
 
 from graphopt.learning.batching import GraphBatch
 from graphopt.learning.encoders.mlp import mlp
+
+
+def _linear(in_features: int, out_features: int, bias: bool) -> nn.Linear:
+    """A linear layer initialized as torch-geometric's `Linear` is (`_pyg_reset`)."""
+    layer = torch.nn.utils.skip_init(nn.Linear, in_features, out_features, bias=bias)
+    _pyg_reset(layer)
+    return layer
+
+
+def _pyg_reset(layer: nn.Linear) -> None:
+    """torch-geometric's default draws: Kaiming-uniform weights (a = sqrt 5), uniform biases."""
+    fan, a = layer.in_features, math.sqrt(5)
+    with torch.no_grad():
+        bound = math.sqrt(6 / ((1 + a**2) * fan))
+        layer.weight.uniform_(-bound, bound)
+        if layer.bias is not None:
+            layer.bias.uniform_(-1.0 / math.sqrt(fan), 1.0 / math.sqrt(fan))
+
+
+class SAGELayer(nn.Module):
+    """One max-pool GraphSAGE layer: normalize(W_l max_u relu(W h_u + b) + W_r h_v).
+
+    Args:
+        hidden: width of its input and output states.
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.lin = _linear(hidden, hidden, bias=True)
+        self.lin_l = _linear(hidden, hidden, bias=True)
+        self.lin_r = _linear(hidden, hidden, bias=False)
+        for layer in (self.lin, self.lin_l, self.lin_r):  # SAGEConv resets them once more
+            _pyg_reset(layer)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """States [N, hidden] from states x [N, hidden] and edges [2, E] (source, target)."""
+        projected = self.lin(x).relu()
+        messages = projected.index_select(0, edge_index[0])
+        index = edge_index[1].view(-1, 1).expand_as(messages)
+        pooled = messages.new_zeros(x.shape).scatter_reduce_(
+            0, index, messages, reduce="amax", include_self=False
+        )
+        return F.normalize(self.lin_l(pooled) + self.lin_r(x), p=2.0, dim=-1)
 
 
 class GraphSAGEEncoder(nn.Module):
@@ -29,10 +81,7 @@ class GraphSAGEEncoder(nn.Module):
     def __init__(self, node_features: int, hidden: int, layers: int) -> None:
         super().__init__()
         self.input = mlp(node_features, hidden)
-        self.layers = nn.ModuleList(
-            SAGEConv(hidden, hidden, aggr="max", project=True, normalize=True)
-            for _ in range(layers)
-        )
+        self.layers = nn.ModuleList(SAGELayer(hidden) for _ in range(layers))
 
     def forward(self, batch: GraphBatch) -> Tensor:
         """Node representations [N, hidden] of a batch with x and edge_index."""
