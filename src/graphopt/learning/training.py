@@ -150,7 +150,7 @@ class System(ABC):
     def load_run_weights(self, run: RunCheckpoint, config: Any, network: torch.nn.Module) -> None:
         """Loads last.pt's weights into the run's network, once they are checked to fit it."""
         weights = run.record["model_state"]
-        load_weights(network, lambda: self.network(config), weights, f"{run.path}: model_state")
+        load_weights(network, weights, f"{run.path}: model_state")
 
     def restore(
         self,

@@ -26,21 +26,17 @@ from graphopt.learning.batching import GraphBatch
 from graphopt.learning.encoders.mlp import mlp
 
 
-def _linear(in_features: int, out_features: int, bias: bool) -> nn.Linear:
-    """A linear layer initialized as torch-geometric's `Linear` is (`_pyg_reset`)."""
-    layer = torch.nn.utils.skip_init(nn.Linear, in_features, out_features, bias=bias)
-    _pyg_reset(layer)
-    return layer
+class _Linear(nn.Linear):
+    """A linear layer initialized as torch-geometric's `Linear` is, with its formulas."""
 
-
-def _pyg_reset(layer: nn.Linear) -> None:
-    """torch-geometric's default draws: Kaiming-uniform weights (a = sqrt 5), uniform biases."""
-    fan, a = layer.in_features, math.sqrt(5)
-    with torch.no_grad():
-        bound = math.sqrt(6 / ((1 + a**2) * fan))
-        layer.weight.uniform_(-bound, bound)
-        if layer.bias is not None:
-            layer.bias.uniform_(-1.0 / math.sqrt(fan), 1.0 / math.sqrt(fan))
+    def reset_parameters(self) -> None:
+        """torch-geometric's default draws (`nn.Linear.__init__` calls this once, as it does)."""
+        fan, a = self.in_features, math.sqrt(5)
+        with torch.no_grad():
+            bound = math.sqrt(6 / ((1 + a**2) * fan))
+            self.weight.uniform_(-bound, bound)
+            if self.bias is not None:
+                self.bias.uniform_(-1.0 / math.sqrt(fan), 1.0 / math.sqrt(fan))
 
 
 class SAGELayer(nn.Module):
@@ -52,11 +48,11 @@ class SAGELayer(nn.Module):
 
     def __init__(self, hidden: int) -> None:
         super().__init__()
-        self.lin = _linear(hidden, hidden, bias=True)
-        self.lin_l = _linear(hidden, hidden, bias=True)
-        self.lin_r = _linear(hidden, hidden, bias=False)
+        self.lin = _Linear(hidden, hidden, bias=True)
+        self.lin_l = _Linear(hidden, hidden, bias=True)
+        self.lin_r = _Linear(hidden, hidden, bias=False)
         for layer in (self.lin, self.lin_l, self.lin_r):  # SAGEConv resets them once more
-            _pyg_reset(layer)
+            layer.reset_parameters()
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """States [N, hidden] from states x [N, hidden] and edges [2, E] (source, target)."""

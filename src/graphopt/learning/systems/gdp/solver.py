@@ -102,7 +102,7 @@ def load_system_checkpoint(
     record = read_checkpoint(path, form)
     trained, config = stored_configs(record, path, parse, network_config)
     state = record["model_state"]
-    load_weights(network(config), lambda: network(config), state, f"{path}: model_state")
+    load_weights(network(config), state, f"{path}: model_state")
     return config, state, trained
 
 

@@ -173,9 +173,7 @@ def load_gflownet_policy(path: str, n_devices: int) -> tuple[GFlowNetPolicy, flo
             f"{path} is a policy for {config.n_devices} devices, the machine has {n_devices}"
         )
     policy = GFlowNetPolicy(config)
-    load_weights(
-        policy, lambda: GFlowNetPolicy(config), record["model_state"], f"{path}: model_state"
-    )
+    load_weights(policy, record["model_state"], f"{path}: model_state")
     return policy.eval(), trained.inference_sigma
 
 

@@ -113,9 +113,7 @@ def load_policy(
     record = read_checkpoint(path, REGAL_FORMAT)
     checked = policy_fields(record, path, objective, n_devices)
     network = RegalPolicy(checked.config)
-    load_weights(
-        network, lambda: RegalPolicy(checked.config), record["model_state"], f"{path}: model_state"
-    )
+    load_weights(network, record["model_state"], f"{path}: model_state")
     _check_outputs(network, f"{path}: model_state")
     network.eval()
     return TrainedPolicy(
@@ -139,7 +137,7 @@ def restore_weights(run: RunCheckpoint, network: RegalPolicy) -> None:
     if config != network.config:
         raise CheckpointError(f"{run.path}: policy_config is not the train_config's network")
     state = run.record["model_state"]
-    load_weights(network, lambda: RegalPolicy(config), state, f"{run.path}: model_state")
+    load_weights(network, state, f"{run.path}: model_state")
     _check_outputs(network, f"{run.path}: model_state")
 
 
