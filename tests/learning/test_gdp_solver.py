@@ -18,6 +18,7 @@ from graphopt.learning.placement.env import PlacementEnv
 from graphopt.learning.placement.hint import partition_hint
 from graphopt.learning.seeding import Elite
 from graphopt.learning.systems.gdp.solver import (
+    GDP,
     SEARCH_SAMPLES,
     GDPAlone,
     GDPSolverConfig,
@@ -214,3 +215,20 @@ def test_the_elite_keeps_the_best_distinct_candidates(size, batches, seed, capac
     expected = sorted(every, key=lambda kept: kept[:2])[:size]
     kept = elite.solutions()
     assert [s.placement.tobytes() + s.order.tobytes() for s in kept] == [k for *_, k in expected]
+
+
+def test_fine_tuning_asked_for_is_not_cut_by_the_policys_share(policy, monkeypatch) -> None:
+    """`policy_share` bounds the offers of a zero-shot policy, not the fine-tuning a user asked."""
+    graph = generate("layered", 50, seed=7)
+    problem = Problem(graph, Machine(n_devices=2, latency=0.05, bandwidth=3e5), "makespan")
+    started: list[int] = []
+    run = Portfolio.run
+
+    def spy(self, problem, tracker, rng, initial):
+        started.append(tracker.evaluations)
+        return run(self, problem, tracker, rng, initial)
+
+    monkeypatch.setattr(Portfolio, "run", spy)
+    config = GDPSolverConfig(policy, finetune=3, samples=4)
+    result = GDP(config).solve(problem, Budget(evaluations=100), seed=1)  # a quarter: 25
+    assert started == [1 + 3 * 8 + 1 + 4] and result.evaluations == 100

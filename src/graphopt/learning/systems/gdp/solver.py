@@ -56,6 +56,7 @@ class GDPSolverConfig:
         seeds: how many of the policy's best distinct solutions start that search.
         policy_share: with `search`, the most of the budget the policy's offers may take; the
             offers left when it is spent are dropped, so a slow policy cannot eat the search.
+            Fine-tuning asked for (`finetune` > 0) takes what it needs instead.
     """
 
     policy: str | None = None
@@ -190,7 +191,8 @@ class GDP(Solver):
             with tracker.exempt_from_stall():
                 self._offer_policy(problem, tracker, rng, elite)
             return
-        with tracker.exempt_from_stall(), tracker.phase(self.config.policy_share):
+        share = 1.0 if self.config.finetune else self.config.policy_share
+        with tracker.exempt_from_stall(), tracker.phase(share):
             self._offer_policy(problem, tracker, rng, elite)
         search_rest(problem, tracker, rng, [*initial, *elite.solutions()])
 
