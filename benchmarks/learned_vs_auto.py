@@ -40,6 +40,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.evaluation.metrics import gain_line
 from graphopt.importers.zoo import export_graph
 from graphopt.ir.graph import Graph
+from graphopt.learning.systems.gdp.env import Graphs, most_likely
 from graphopt.learning.systems.gdp.solver import GDP, SEARCH_SAMPLES, GDPAlone, GDPSolverConfig
 from graphopt.learning.systems.go.solver import GO, GOAlone, GOSolverConfig
 from graphopt.solvers.base import Budget, InfeasibleError, Objective, Problem, Solver
@@ -104,21 +105,34 @@ def cells(args: argparse.Namespace) -> list[Cell]:
     return out
 
 
-def solvers(system: str) -> dict[str, Solver]:
-    """The compared solvers of `system`, by column name."""
+def solvers(system: str, policy: str | None) -> dict[str, Solver]:
+    """The compared solvers of `system` with the checkpoint `policy` (None: shipped), by column."""
     if system == "gdp":
         return {
             "auto": make_solver("auto"),
-            "learned": GDP(GDPSolverConfig(samples=SEARCH_SAMPLES)),
-            "untrained": GDP(GDPSolverConfig(samples=SEARCH_SAMPLES, scratch=True)),
-            "policy": GDPAlone(GDPSolverConfig()),
+            "learned": GDP(GDPSolverConfig(policy, samples=SEARCH_SAMPLES)),
+            "untrained": GDP(GDPSolverConfig(policy, samples=SEARCH_SAMPLES, scratch=True)),
+            "policy": GDPAlone(GDPSolverConfig(policy)),
         }
     return {
         "auto": make_solver("auto"),
-        "learned": GO(GOSolverConfig(samples=SEARCH_SAMPLES)),
-        "untrained": GO(GOSolverConfig(samples=SEARCH_SAMPLES, scratch=True)),
-        "policy": GOAlone(GOSolverConfig()),
+        "learned": GO(GOSolverConfig(policy, samples=SEARCH_SAMPLES)),
+        "untrained": GO(GOSolverConfig(policy, samples=SEARCH_SAMPLES, scratch=True)),
+        "policy": GOAlone(GOSolverConfig(policy)),
     }
+
+
+def forward_pass(policy: str | None, problem: Problem) -> float:
+    """Makespan of GDP's most likely placement alone (one forward pass, no hint offered, no
+    samples), scheduled as its environment schedules; +inf over capacity."""
+    network, trained = GDP(GDPSolverConfig(policy))._checkpoint(problem, np.random.default_rng(0))
+    graphs = Graphs(
+        {"train": [problem.graph]}, problem.machine, network.hint_strength is not None,
+        trained.schedulers,
+    )  # fmt: skip
+    task = graphs.get("train", 0)
+    peaks, makespans, _ = task.env.schedules(most_likely(network, task)[None])
+    return float(makespans[0]) if problem.machine.excess(peaks)[0] == 0 else float("inf")
 
 
 def solve(solver: Solver, problem: Problem, budget: Budget | None, seed: int) -> tuple:
@@ -155,11 +169,14 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1e-5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--evaluations", type=int, default=None)
+    parser.add_argument("--policy", default=None, help="checkpoint (default: the shipped one)")
+    parser.add_argument("--tag", default=None, help="suffix of the output files' names")
     parser.add_argument("--out", type=Path, default=Path("docs/results/learned-vs-auto"))
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     fusion = args.system == "go"
-    compared = solvers(args.system)
+    compared = solvers(args.system, args.policy)
+    stem = args.system if args.tag is None else f"{args.system}-{args.tag}"
     if args.evaluations:
         budgets = {f"{args.evaluations} evaluations": Budget(evaluations=args.evaluations)}
     else:
@@ -172,7 +189,8 @@ def main() -> None:
         solve(solver, warm, Budget(seconds=0.5), args.seed)
     for cell in problems:
         problem = Problem(cell.graph, cell.machine, Objective.MAKESPAN, fusion=fusion)
-        hint = min(solve(make_solver(name), problem, None, args.seed)[0] for name in HINTS)
+        hint = min(solve(make_solver(hint), problem, None, args.seed)[0] for hint in HINTS)
+        forward = forward_pass(args.policy, problem) if args.system == "gdp" else float("nan")
         for limit in limits:
             row: dict = {
                 "model": cell.model,
@@ -181,12 +199,13 @@ def main() -> None:
                 "capacity": cell.capacity,
                 "budget": limit,
                 "hint": hint,
+                "forward": forward,
             }
             for name, solver in compared.items():
                 budget = None if name == "policy" else budgets[limit]
                 row[name], row[f"{name}_wall"] = solve(solver, problem, budget, args.seed)
             rows.append(row)
-            write_rows(args.out / f"runs-{args.system}.csv", rows)
+            write_rows(args.out / f"runs-{stem}.csv", rows)
             print(
                 f"{cell.model:24s} d={cell.machine.n_devices} cap={cell.capacity:4s} {limit}"
                 f"  hint {1e3 * hint:.4f}  policy {1e3 * row['policy']:.4f}  auto "
@@ -204,11 +223,17 @@ def main() -> None:
             f"  {args.system} vs untrained: {gain_line(gains(at, 'learned', 'untrained'))}",
             f"  untrained vs auto: {gain_line(gains(at, 'untrained', 'auto'))}",
         ]
-    policy = gains([row for row in rows if row["budget"] == limits[0]], "policy", "hint")
-    lines.append(f"policy alone vs best hint: {gain_line(policy)}")
+    first = [row for row in rows if row["budget"] == limits[0]]
+    lines.append(f"policy alone vs best hint: {gain_line(gains(first, 'policy', 'hint'))}")
+    if args.system == "gdp":
+        forward = gains(first, "forward", "hint")
+        lines.append(
+            f"one forward pass vs best hint: {gain_line(forward)}; better on "
+            f"{(forward > 1e-9).sum()} of {forward.size}"
+        )
     text = "\n".join(lines)
     print(text)
-    (args.out / f"summary-{args.system}.txt").write_text(text + "\n")
+    (args.out / f"summary-{stem}.txt").write_text(text + "\n")
 
 
 if __name__ == "__main__":

@@ -116,6 +116,28 @@ class MachineConfig:
 
 
 @dataclass(frozen=True)
+class ImitationConfig:
+    """Supervised steps toward a search's placements: expert iteration's (issue 45).
+
+    Attributes:
+        labels: a labels directory (`graphopt dataset label`) of the run's training graphs,
+            made on the run's device count; unlabelled training graphs get PPO's steps only.
+        weight: the weight of the imitation loss (`objectives.imitation`).
+        ppo: also take PPO's steps each step; False: imitation alone (the ablation).
+    """
+
+    labels: str
+    weight: float = 1.0
+    ppo: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.labels:
+            raise FieldError("imitation.labels", "must name a labels directory")
+        if not self.weight > 0:
+            raise FieldError("imitation.weight", f"must be > 0, got {self.weight}")
+
+
+@dataclass(frozen=True)
 class TrainConfig(TrainingConfig):
     """Everything that defines a GDP training run (saved with every checkpoint).
 
@@ -135,6 +157,8 @@ class TrainConfig(TrainingConfig):
         ppo: clipping, epochs, minibatches, entropy bonus, decays.
         optimizer: Adam and gradient clipping.
         run: steps, cadence, graphs used, seed.
+        imitation: supervised steps toward a search's labels beside (or instead of) PPO's;
+            None: PPO alone, the papers' method.
     """
 
     what: ClassVar[str] = "GDP training config"
@@ -149,6 +173,7 @@ class TrainConfig(TrainingConfig):
     ppo: PPOConfig = field(default_factory=lambda: PPOConfig(epochs=4, minibatches=2))
     optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
     run: RunConfig = field(default_factory=RunConfig)
+    imitation: ImitationConfig | None = None
 
     def __post_init__(self) -> None:
         try:

@@ -30,13 +30,18 @@ from typing import Any
 import numpy as np
 import torch
 
+from graphopt.errors import GraphoptError
+from graphopt.learning.labels import Labels
+from graphopt.learning.objectives.imitation import matched_cross_entropy
 from graphopt.learning.objectives.ppo import (
     PPOLoss,
     ppo_loss,
     ppo_update,
     trajectory_advantages,
 )
+from graphopt.learning.optim import clipped_step, learning_rate
 from graphopt.learning.placement.env import PlacementOutcome
+from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import (
     GRAPH_PREFIX,
     Row,
@@ -54,7 +59,7 @@ from graphopt.learning.systems.gdp.network import GDPPolicy
 from graphopt.learning.training import Run, Session, System, nothing
 from graphopt.learning.workers import Workers, make_workers
 
-LOG_COLUMNS = (
+PPO_LOG_COLUMNS = (
     "step",
     "seconds",
     "reward",
@@ -65,9 +70,15 @@ LOG_COLUMNS = (
     "approx_kl",
     "validation_reward",
 )
-"""What log.csv records: per step the mean sampled reward over its graphs, and the loss, gradient
-norm, per-op entropy, clipped share and approximate KL averaged over its updates; per validation
-the mean best reward of what the solver offers (`GDPSystem.validate`)."""
+"""What a PPO run's log.csv records: per step the mean sampled reward over its graphs, and the
+loss, gradient norm, per-op entropy, clipped share and approximate KL averaged over its updates;
+per validation the mean best reward of what the solver offers (`GDPSystem.validate`)."""
+LOG_COLUMNS = (*PPO_LOG_COLUMNS, "imitation_loss", "label_agreement")
+"""GDP's: PPO's, and with `imitation` the step's imitation loss and the share of ops whose most
+likely device is the (renamed) label's."""
+IMITATION_STREAM = 1
+"""Seeds an imitation step's graph picks by (run.seed, step, this), apart from PPO's stream, so
+that a run without imitation draws exactly as before it existed."""
 
 
 class ScoringEnv:
@@ -119,11 +130,51 @@ class GDPTrainer:
         self.optimizer = optimizer or config.optimizer.optimizer(policy.parameters())
         self.sampled: list[tuple[int, np.ndarray, PlacementOutcome]] = []
         """The last step's (graph index, placements, outcome) per graph: a search keeps them."""
+        self.labels = {} if config.imitation is None else read_labels(config, graphs, train_ids)
+        """Each labelled training graph's search placement (`imitation`), by index."""
 
     def step(self, step: int) -> dict[str, float]:
-        """PPO's updates on placements of `graphs_per_step` training graphs; the log row."""
-        rng, rollouts = self.roll_out(step)
-        return self.update(step, rng, rollouts)
+        """PPO's updates on `graphs_per_step` training graphs, then imitation's; the log row.
+
+        Without `imitation`, PPO's alone; with `imitation.ppo` false, imitation's alone.
+        """
+        imitation = self.config.imitation
+        row = {"step": step + 1}
+        if imitation is None or imitation.ppo:
+            rng, rollouts = self.roll_out(step)
+            row = self.update(step, rng, rollouts)
+        if imitation is not None:
+            row.update(self.imitate(step))
+        return row
+
+    def imitate(self, step: int) -> dict[str, float]:
+        """One clipped Adam step on the imitation loss of `graphs_per_step` labelled graphs.
+
+        The loss is the mean over the graphs of the cross-entropy against each graph's label,
+        its devices renamed as the policy likes best (`matched_cross_entropy`), times the
+        config's weight; the learning rate decays as PPO's does.
+        """
+        config, imitation = self.config, self.config.imitation
+        assert imitation is not None
+        rng = np.random.default_rng([config.run.seed, step, IMITATION_STREAM])
+        labelled = np.array(sorted(self.labels))
+        picks = rng.choice(labelled, min(config.graphs_per_step, labelled.size), replace=False)
+        self.policy.train()
+        losses = []
+        for index in picks.tolist():
+            task = self.graphs.get("train", index)
+            log_p = torch.log_softmax(task.logits(self.policy), dim=-1)
+            losses.append(matched_cross_entropy(log_p, self.labels[index], task.n_devices))
+        loss = imitation.weight * torch.stack([item.loss for item in losses]).mean()
+        rate = config.optimizer.learning_rate * config.ppo.learning_rate_factor(
+            step / config.run.steps
+        )
+        with learning_rate(self.optimizer, rate):
+            clipped_step(self.policy, self.optimizer, loss, step, config.optimizer.grad_clip)
+        return {
+            "imitation_loss": float(loss.detach()),
+            "label_agreement": float(np.mean([item.agreement for item in losses])),
+        }
 
     def roll_out(self, step: int) -> tuple[np.random.Generator, list[Rollout]]:
         """Step `step`'s samples of its graphs, scored (kept in `sampled`), and the step's rng."""
@@ -215,6 +266,43 @@ class GDPTrainer:
         )
 
 
+def read_labels(
+    config: TrainConfig, graphs: Graphs, train_ids: np.ndarray
+) -> dict[int, np.ndarray]:
+    """The imitation labels of a run's training graphs, by index, checked against them.
+
+    Raises:
+        TrainingError: the labels are unreadable, were made for another device count, or
+            label none of the run's training graphs.
+    """
+    assert config.imitation is not None
+    where = config.imitation.labels
+    try:
+        labels = Labels.open(where)
+    except GraphoptError as error:
+        raise TrainingError(f"imitation.labels: {error}") from None
+    if labels.config.devices != config.machine.devices:
+        raise TrainingError(
+            f"imitation.labels: {where} places onto {labels.config.devices} devices, the run's "
+            f"machine has {config.machine.devices}"
+        )
+    found = {}
+    for index in train_ids.tolist():
+        graph = graphs.splits["train"][index]
+        try:
+            placement = labels.placement("train", index, graph)
+        except GraphoptError as error:
+            raise TrainingError(f"imitation.labels: {error}") from None
+        if placement is not None:
+            found[index] = placement
+    if not found:
+        raise TrainingError(
+            f"imitation.labels: {where} labels none of the run's training graphs (label "
+            f"them with `graphopt dataset label {config.dataset}`)"
+        )
+    return found
+
+
 def validate_offers(
     graphs: Graphs,
     ids: np.ndarray,
@@ -270,8 +358,10 @@ class GDPSystem(System):
         )
 
     def updates_per_step(self, config: Any) -> int:
-        """PPO's epochs times minibatches."""
-        return config.ppo.updates
+        """PPO's epochs times minibatches (when it runs), and one imitation step (when asked)."""
+        imitation = config.imitation
+        ppo = config.ppo.updates if imitation is None or imitation.ppo else 0
+        return ppo + (imitation is not None)
 
     def fields(self, config: Any) -> dict[str, Any]:
         """The network's config and the machine, which the solver reads back."""

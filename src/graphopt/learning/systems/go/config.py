@@ -126,6 +126,8 @@ class GOTrainConfig(TrainConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.imitation is not None:
+            raise FieldError("imitation", "GO learns by PPO alone; imitation is GDP's (null)")
         if self.schedulers != ("ready-queue",):
             raise FieldError(
                 "schedulers",

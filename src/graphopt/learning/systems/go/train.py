@@ -29,7 +29,13 @@ from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import Row
 from graphopt.learning.systems.gdp.config import TrainConfig
 from graphopt.learning.systems.gdp.env import Graphs, PlacementTask
-from graphopt.learning.systems.gdp.train import GDPSystem, GDPTrainer, Rollout, validate_offers
+from graphopt.learning.systems.gdp.train import (
+    PPO_LOG_COLUMNS,
+    GDPSystem,
+    GDPTrainer,
+    Rollout,
+    validate_offers,
+)
 from graphopt.learning.systems.go.config import GO_FORMAT, GOTrainConfig
 from graphopt.learning.systems.go.env import (
     GOEnv,
@@ -148,6 +154,7 @@ class GOSystem(GDPSystem):
 
     name = "go"
     form = GO_FORMAT
+    log_columns = PPO_LOG_COLUMNS
     config_class = GOTrainConfig
     trainer = GOTrainer
 
