@@ -251,19 +251,22 @@ class GDPTrainer:
         advantages: torch.Tensor,
         entropy_weight: float,
     ) -> PPOLoss:
-        """PPO's loss on a minibatch of one graph's samples (every op one step)."""
+        """PPO's loss on a minibatch of one graph's samples, scored by `_log_p_entropy`."""
+        log_p, entropy = self._log_p_entropy(task, actions)
+        return ppo_loss(log_p, old_log_p, advantages, entropy, self.config.ppo.clip, entropy_weight)
+
+    def _log_p_entropy(
+        self, task: PlacementTask, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-op log-probs and entropies of sampled actions (every op one step).
+
+        The one part of PPO's loss a subclass's actions change (GO: one joint action per op).
+        """
         log_p = torch.log_softmax(task.logits(self.policy), dim=-1)
         new_log_p = log_p.gather(1, actions.T).T
         probabilities = log_p.exp()
         entropy = -(probabilities * torch.where(probabilities > 0, log_p, 0.0)).sum(-1)
-        return ppo_loss(
-            new_log_p,
-            old_log_p,
-            advantages,
-            entropy.expand_as(new_log_p),
-            self.config.ppo.clip,
-            entropy_weight,
-        )
+        return new_log_p, entropy.expand_as(new_log_p)
 
 
 def read_labels(

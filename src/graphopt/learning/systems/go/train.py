@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss
 from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.runs import Row
 from graphopt.learning.systems.gdp.config import TrainConfig
@@ -67,24 +66,12 @@ class GOTrainer(GDPTrainer):
         """The stage's sampled actions [samples, 3, n_ops] and their per-op log-probs."""
         return sample_actions(self.policy, task, samples, generator, self.behaviour, self.centre)
 
-    def _loss(
-        self,
-        task: PlacementTask,
-        actions: torch.Tensor,
-        old_log_p: torch.Tensor,
-        advantages: torch.Tensor,
-        entropy_weight: float,
-    ) -> PPOLoss:
-        """PPO's loss on a minibatch of one graph's samples (every op one joint action)."""
+    def _log_p_entropy(
+        self, task: PlacementTask, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-op log-probs and entropies of sampled actions (every op one joint action)."""
         acted = act(self.policy, task, self.behaviour, actions=actions, centre=self.centre)
-        return ppo_loss(
-            acted.log_p,
-            old_log_p,
-            advantages,
-            acted.entropy,
-            self.config.ppo.clip,
-            entropy_weight,
-        )
+        return acted.log_p, acted.entropy
 
 
 class CentredGOTrainer(GOTrainer):
