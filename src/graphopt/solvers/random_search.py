@@ -19,6 +19,19 @@ from graphopt.solvers.checks import check_integer
 from graphopt.solvers.incremental import random_placements
 
 
+@numba.njit(cache=True, inline="always")
+def _input_arrived(u: int, waiting: np.ndarray, ready: np.ndarray, n_ready: int) -> int:
+    """One more input of op u is on its device, from its producer or a transfer alike.
+
+    u joins the ready events (`ready[:n_ready]`) when it was the last; returns their new count.
+    """
+    waiting[u] -= 1
+    if waiting[u] == 0:
+        ready[n_ready] = u
+        n_ready += 1
+    return n_ready
+
+
 @numba.njit(cache=True)
 def _random_order(
     g: GraphArrays, m: MachineArrays, placement: np.ndarray, uniforms: np.ndarray, order: np.ndarray
@@ -55,10 +68,7 @@ def _random_order(
                 for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
                     u = g.consumer_op[c]
                     if placement[u] == device:
-                        waiting[u] -= 1
-                        if waiting[u] == 0:
-                            ready[n_ready] = u
-                            n_ready += 1
+                        n_ready = _input_arrived(u, waiting, ready, n_ready)
                     elif not sent[t * d + placement[u]]:
                         sent[t * d + placement[u]] = True
                         ready[n_ready] = n_ops + t * d + placement[u]
@@ -69,10 +79,7 @@ def _random_order(
             for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
                 u = g.consumer_op[c]
                 if placement[u] == device:
-                    waiting[u] -= 1
-                    if waiting[u] == 0:
-                        ready[n_ready] = u
-                        n_ready += 1
+                    n_ready = _input_arrived(u, waiting, ready, n_ready)
     return n
 
 
