@@ -58,7 +58,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import torch
 from torch.fx import Graph as FxGraph
@@ -425,32 +425,40 @@ def _capture(
     )
 
 
+class TrainingStepOptions(TypedDict, total=False):
+    """The keywords of a training step's import, `capture_training_step`'s (and its defaults).
+
+    `import_training_step` passes them on as they are, so they are declared once, there.
+    """
+
+    loss: Loss | None
+    learning_rate: float
+    name: str | None
+    device: str | DeviceSpec
+
+
 def import_training_step(
     module: torch.nn.Module,
     example_inputs: Sequence[torch.Tensor],
-    *,
-    loss: Loss | None = None,
-    learning_rate: float = 1e-3,
-    name: str | None = None,
-    device: str | DeviceSpec = DEFAULT_DEVICE,
+    **options: Unpack[TrainingStepOptions],
 ) -> Graph:
     """The graph of one training step: forward, loss, backward and an SGD update of every parameter.
 
     Args:
         module: the model; traced in train mode (each submodule's mode restored afterwards).
         example_inputs: positional tensors with static shapes.
-        loss: scalar loss from (output, inputs); default the mean of the output (of its first
-            item when it is a tuple, list or dict).
-        learning_rate: step size of the update `p - lr * grad` (no optimizer state).
-        name: graph name (default: "<class name>-train").
-        device: roofline device spec for the runtimes.
+        **options: `TrainingStepOptions`, keywords only:
+            loss: scalar loss from (output, inputs); default the mean of the output (of its
+                first item when it is a tuple, list or dict).
+            learning_rate: step size of the update `p - lr * grad` (no optimizer state;
+                default 1e-3).
+            name: graph name (default: "<class name>-train").
+            device: roofline device spec for the runtimes.
 
     Raises:
         ModelImportError: the tracer's reason in one line.
     """
-    return capture_training_step(
-        module, example_inputs, loss=loss, learning_rate=learning_rate, name=name, device=device
-    ).graph
+    return capture_training_step(module, example_inputs, **options).graph
 
 
 def capture_training_step(
