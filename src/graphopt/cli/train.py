@@ -54,39 +54,67 @@ Workers = Annotated[
 ]
 
 
-@app.command("regal")
-@user_errors
-def train_regal(
-    config: Annotated[
-        str,
-        typer.Argument(
-            help="Training config JSON, or a shipped config name (regal-peak-memory, ...)."
-        ),
-    ],
-    output: Output,
-    resume: Resume = False,
-    ray: Ray = None,
-    workers: Workers = None,
-    steps: Steps = None,
-    smoke: Smoke = False,
+RegalConfig = Annotated[
+    str,
+    typer.Argument(help="Training config JSON, or a shipped config name (regal-peak-memory, ...)."),
+]
+PPOConfig = Annotated[
+    str,
+    typer.Argument(
+        help="Training config JSON, or a shipped config name (gdp: train gdp; go: train go)."
+    ),
+]
+
+
+def _rollout_command(
+    name: str,
+    doc: str,
+    argument: Any,
+    validation_info: Callable[[Row], str],
+    summary: Callable[[RunState], str],
 ) -> None:
-    """Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy."""
-    state, trained = _train(
-        "regal",
-        config,
-        output,
-        resume,
-        smoke,
-        {"workers": workers, "steps": steps},
-        {"ray_address": ray},
-        lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
-        lambda row: f"validation {row['validation_improvement_pct']:+.2f}%",
-    )
-    typer.echo(
-        f"{trained}; best validation reward {state.best_validation:.4f} "
-        f"({100 * (1 + state.best_validation):+.2f}% vs uniform BRKGA) at step "
-        f"{state.best_step}; policy: {output / 'best.pt'}"
-    )
+    """Adds `train NAME` for a system whose rollouts may run in workers or on Ray.
+
+    REGAL, GDP and GO take the same options; what differs is the config argument's help (set as
+    the `config` annotation, which typer reads), a validation's words and the closing summary.
+    """
+
+    def command(
+        config: str,
+        output: Output,
+        resume: Resume = False,
+        ray: Ray = None,
+        workers: Workers = None,
+        steps: Steps = None,
+        smoke: Smoke = False,
+    ) -> None:
+        state, trained = _train(
+            name,
+            config,
+            output,
+            resume,
+            smoke,
+            {"workers": workers, "steps": steps},
+            {"ray_address": ray},
+            lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
+            validation_info,
+        )
+        typer.echo(f"{trained}; {summary(state)}; policy: {output / 'best.pt'}")
+
+    command.__annotations__["config"] = argument
+    app.command(name, help=doc)(user_errors(command))
+
+
+_rollout_command(
+    "regal",
+    "Train a REGAL (or GAS, IDRS) policy with REINFORCE; best.pt is the trained policy.",
+    RegalConfig,
+    lambda row: f"validation {row['validation_improvement_pct']:+.2f}%",
+    lambda state: (
+        f"best validation reward {state.best_validation:.4f} "
+        f"({100 * (1 + state.best_validation):+.2f}% vs uniform BRKGA) at step {state.best_step}"
+    ),
+)
 
 
 @app.command("gflownet")
@@ -121,56 +149,30 @@ def train_gflownet(
     )
 
 
-PPOConfig = Annotated[
-    str,
-    typer.Argument(
-        help="Training config JSON, or a shipped config name (gdp: train gdp; go: train go)."
-    ),
-]
+def _ppo_summary(state: RunState) -> str:
+    """A PPO run's closing words: its best validation reward beside the untrained start's."""
+    return (
+        f"best validation reward {state.best_validation:.4f} at step {state.best_step} (step 0: "
+        f"{state.history[0]['validation_reward']:.4f}, the untrained start)"
+    )
 
 
-def _ppo_command(name: str, doc: str) -> None:
-    """Adds `train NAME`, a PPO run of system NAME: GDP and GO take the same options."""
-
-    def command(
-        config: PPOConfig,
-        output: Output,
-        resume: Resume = False,
-        ray: Ray = None,
-        workers: Workers = None,
-        steps: Steps = None,
-        smoke: Smoke = False,
-    ) -> None:
-        state, trained = _train(
-            name,
-            config,
-            output,
-            resume,
-            smoke,
-            {"workers": workers, "steps": steps},
-            {"ray_address": ray},
-            lambda row: f"reward {row['reward']:.4f}" if "reward" in row else "validated",
-            lambda row: f"validation reward {row['validation_reward']:.4f}",
-        )
-        typer.echo(
-            f"{trained}; best validation reward {state.best_validation:.4f} at step "
-            f"{state.best_step} (step 0: {state.history[0]['validation_reward']:.4f}, the "
-            f"untrained start); policy: {output / 'best.pt'}"
-        )
-
-    app.command(name, help=doc)(user_errors(command))
-
-
-_ppo_command(
+_rollout_command(
     "gdp",
     "Train a GDP placement policy with PPO (papers 003, 002); best.pt is the trained policy.\n\n"
     "Sampled placements are scored in --workers processes or on a Ray cluster (--ray).",
+    PPOConfig,
+    lambda row: f"validation reward {row['validation_reward']:.4f}",
+    _ppo_summary,
 )
-_ppo_command(
+_rollout_command(
     "go",
     "Train a GO multi-task policy (placement, scheduling, fusion) with PPO (paper 002).\n\n"
     "The config's policy.mode says which tasks are decided and how they are trained (GO fig. 6). "
     "Sampled decisions are scored in --workers processes or on a Ray cluster (--ray).",
+    PPOConfig,
+    lambda row: f"validation reward {row['validation_reward']:.4f}",
+    _ppo_summary,
 )
 
 
