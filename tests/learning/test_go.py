@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.learned import killed_and_resumed, without_seconds
 
 from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
@@ -244,21 +245,8 @@ def test_a_run_resumes_exactly_and_refuses_another_mode(tmp_path) -> None:
     write_graph(toy_graph(), path)
     config = replace(toy_config(steps=4), dataset=f"graph:{path}")
     whole = train("go", config, tmp_path / "whole")
-
-    class Killed(Exception):
-        pass
-
-    def kill_at_step_2(row: dict[str, float]) -> None:
-        if row["step"] == 2:
-            raise Killed
-
-    with pytest.raises(Killed):
-        train("go", config, tmp_path / "split", progress=kill_at_step_2)
-    resumed = train("go", config, tmp_path / "split", resume=True)
-    drop = ("seconds",)
-    assert [{k: v for k, v in r.items() if k not in drop} for r in resumed.history] == [
-        {k: v for k, v in r.items() if k not in drop} for r in whole.history
-    ]
+    resumed = killed_and_resumed("go", config, tmp_path / "split", 2)
+    assert resumed == without_seconds(whole.history)
     other = replace(config, policy=replace(config.policy, mode="pl|sch|fu"))
     with pytest.raises(TrainingError, match="mode"):
         train("go", other, tmp_path / "whole", resume=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tests.learned import killed_and_resumed, without_seconds
 from typer.testing import CliRunner
 
 import graphopt.learning.labels as labels_module
@@ -188,19 +189,8 @@ def test_expert_iteration_runs_resume_exactly_and_bad_labels_are_refused(
     config = imitation_config(dataset, tmp_path / "labels", 10, ppo=True)
     whole = train("gdp", config, tmp_path / "whole")
     assert {"reward", "imitation_loss", "label_agreement"} <= set(whole.history[1])
-
-    class Killed(Exception):
-        pass
-
-    def kill_at_step_5(row: dict[str, float]) -> None:
-        if row["step"] == 5:
-            raise Killed
-
-    with pytest.raises(Killed):
-        train("gdp", config, tmp_path / "split", progress=kill_at_step_5)
-    resumed = train("gdp", config, tmp_path / "split", resume=True)
-    strip = [{k: v for k, v in row.items() if k != "seconds"} for row in resumed.history]
-    assert strip == [{k: v for k, v in row.items() if k != "seconds"} for row in whole.history]
+    resumed = killed_and_resumed("gdp", config, tmp_path / "split", 5)
+    assert resumed == without_seconds(whole.history)
 
     four = replace(config, machine=replace(config.machine, devices=4))
     with pytest.raises(TrainingError, match="places onto 2 devices, the run's machine has 4"):

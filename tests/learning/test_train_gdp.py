@@ -9,6 +9,7 @@ from functools import partial
 import numpy as np
 import pytest
 import torch
+from tests.learned import killed_and_resumed, without_seconds
 from typer.testing import CliRunner
 
 from graphopt.cli import app
@@ -91,21 +92,8 @@ def test_a_run_resumed_from_last_pt_matches_the_uninterrupted_run(tmp_path) -> N
         toy_config(30, validate_every=10, checkpoint_every=10), dataset=f"graph:{graph}"
     )
     whole = train("gdp", config, tmp_path / "whole")
-
-    class Killed(Exception):
-        pass
-
-    def kill_at_step_20(row: dict[str, float]) -> None:
-        if row["step"] == 20:  # after step 20's checkpoint
-            raise Killed
-
-    with pytest.raises(Killed):
-        train("gdp", config, tmp_path / "split", progress=kill_at_step_20)
-    resumed = train("gdp", config, tmp_path / "split", resume=True)
-    drop = ("seconds",)
-    assert [{k: v for k, v in row.items() if k not in drop} for row in resumed.history] == [
-        {k: v for k, v in row.items() if k not in drop} for row in whole.history
-    ]
+    resumed = killed_and_resumed("gdp", config, tmp_path / "split", 20)  # after its checkpoint
+    assert resumed == without_seconds(whole.history)
     rewards = [row["validation_reward"] for row in whole.history if "validation_reward" in row]
     assert rewards[-1] > rewards[0]  # the validated policy beats its untrained start
     assert (tmp_path / "whole" / "best.pt").is_file()

@@ -227,7 +227,7 @@ def _check_out_dir(out_dir: Path, overwrite: bool) -> None:
         )
 
 
-def _write(path: Path, write: Callable[[Path], None]) -> None:
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """Writes through a temporary name, so an interrupted build leaves no half file."""
     partial = path.with_name(path.name + ".partial")
     write(partial)
@@ -292,14 +292,14 @@ def build_dataset(
         out_dir.mkdir(parents=True, exist_ok=True)
         for split, writer in writers.items():
             bar.update(writing, item=split_file(split))
-            _write(out_dir / split_file(split), writer.write)
+            write_atomically(out_dir / split_file(split), writer.write)
             bar.update(writing, advance=1)
         bar.update(writing, item="")
     manifest = _manifest(config, out_dir, topologies, assigned, augment_seeds, writers)
     text = json.dumps(manifest, indent=1) + "\n"
-    _write(out_dir / MANIFEST, lambda path: path.write_text(text))
+    write_atomically(out_dir / MANIFEST, lambda path: path.write_text(text))
     card = dataset_card(manifest)
-    _write(out_dir / CARD, lambda path: path.write_text(card))
+    write_atomically(out_dir / CARD, lambda path: path.write_text(card))
     return manifest
 
 

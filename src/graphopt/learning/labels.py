@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -35,6 +34,7 @@ from graphopt.configs import FieldError, read_config
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Score
 from graphopt.datasets import Dataset
+from graphopt.datasets.build import write_atomically
 from graphopt.datasets.store import write_archive
 from graphopt.errors import GraphoptError
 from graphopt.ir.graph import Graph
@@ -246,7 +246,8 @@ class Labels:
         """Writes the archive, then the manifest and card that describe it, each atomically."""
         directory.mkdir(parents=True, exist_ok=True)
         head = {"format": LABELS_FORMAT, "config": asdict(self.config)}
-        _replace(directory / ARCHIVE, partial(write_archive, arrays=_pack(head, self.labels)))
+        arrays = _pack(head, self.labels)
+        write_atomically(directory / ARCHIVE, partial(write_archive, arrays=arrays))
         manifest = {
             **head,
             "labels": {split: len(self.places(split)) for split in self.config.splits},
@@ -254,8 +255,8 @@ class Labels:
             "sha256": hashlib.sha256((directory / ARCHIVE).read_bytes()).hexdigest(),
         }
         text = json.dumps(manifest, indent=2) + "\n"
-        _replace(directory / MANIFEST, lambda path: path.write_text(text))
-        _replace(directory / CARD, lambda path: path.write_text(card(manifest)))
+        write_atomically(directory / MANIFEST, lambda path: path.write_text(text))
+        write_atomically(directory / CARD, lambda path: path.write_text(card(manifest)))
 
     def headroom(self) -> dict[str, float | int]:
         """How far the search is ahead of the best hint on the labelled graphs that both fit.
@@ -340,13 +341,6 @@ def _check_same(directory: Path, stored: LabelConfig, config: LabelConfig) -> No
             f"{directory} holds labels made with other settings ({', '.join(differs)} differ): "
             "label into another directory"
         )
-
-
-def _replace(path: Path, write: Callable[[Path], Any]) -> None:
-    """Writes `path` through a temporary name, so a stopped call leaves no half file."""
-    partial_path = path.with_name(path.name + ".partial")
-    write(partial_path)
-    os.replace(partial_path, path)
 
 
 def _pack(head: dict[str, Any], labels: Sequence[Label]) -> dict[str, np.ndarray]:
