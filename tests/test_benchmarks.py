@@ -19,10 +19,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from tests import builders
 
 from graphopt.datasets import Dataset, DatasetConfig, build_dataset
 from graphopt.learning.formats import shipped_policy_path
+from graphopt.learning.labels import LabelConfig, build_labels
 from graphopt.learning.systems.regal.checkpoints import load_policy
 
 ROOT = Path(__file__).parents[1]
@@ -347,3 +350,24 @@ def test_default_stop(tmp_path: Path) -> None:
     summary = (tmp_path / "summary.txt").read_text()
     assert "tiny-20 (2 problems): median wall" in summary and "noise floor" in summary
     assert len((tmp_path / "traces.jsonl").read_text().splitlines()) == 2
+
+
+def test_label_predictability(dataset_dir: Path, tmp_path: Path) -> None:
+    labels = tmp_path / "labels"
+    build_labels(LabelConfig(str(dataset_dir), devices=2, evaluations=300), labels)
+    result = run_script("label_predictability.py", labels)
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(Dataset.open(dataset_dir, "train")) + 1
+    shares = [float(word) for word in lines[-1].split() if word.replace(".", "").isdigit()][:3]
+    assert all(0 <= share <= 1 for share in shares)
+    # A chain a-b-c-d hinted [0, 0, 1, 1] and labelled [0, 1, 1, 1]: b moved, on the cut, alone.
+    spec = importlib.util.spec_from_file_location("probe", BENCHMARKS / "label_predictability.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    chain = builders.graph(
+        [builders.op(name) for name in "abcd"],
+        [builders.tensor(f"t{a}", 8, a, b) for a, b in ("ab", "bc", "cd")],
+    )
+    row = probe.describe(chain, np.array([0, 0, 1, 1]), np.array([1, 0, 0, 0]), 2)
+    assert (row["moved"], row["cut"], row["moved_on_cut"], row["runs"]) == (1, 2, 1, 1)
+    assert row["hops"].tolist() == [1, 0, 0, 0, 0, 0, 0]
