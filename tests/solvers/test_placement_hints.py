@@ -82,3 +82,32 @@ def test_one_device_has_one_candidate() -> None:
     )
     assert result.evaluations == 2
     assert result.value == pytest.approx(float(graph.op_runtime.sum()))
+
+
+@pytest.mark.parametrize("pinned", [False, True])
+def test_auto_computes_each_heft_timeline_once_and_the_hints_stay_the_same(monkeypatch, pinned):
+    """auto's partition hints take HEFT's schedules from its HEFT baseline (8-12 s each on a
+    47k-op graph), and offer the same candidates as computing them anew; with pins they differ
+    from the unpinned ones the hints need, so those are computed."""
+    import graphopt.solvers.placement_hints as hints
+
+    graph = generate("layered", 60, seed=4)
+    pins = np.full(graph.n_ops, -1, dtype=np.int32)
+    pins[:3] = 1
+    problem = Problem(graph, MACHINES[1], "makespan", pinned=pins if pinned else None)
+    calls = []
+    real = hints.heft_timeline
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hints, "heft_timeline", counted)
+    shared = make_solver("auto").solve(problem, Budget(evaluations=3000), seed=1)
+    assert len(calls) == (3 if pinned else 0)
+    heft = make_solver("heft")
+    heft.run(problem, Tracker(problem, Budget(evaluations=100)), np.random.default_rng(0), ())
+    fresh = hint_candidates(graph, problem.machine)
+    reused = hint_candidates(graph, problem.machine, None if pinned else heft.schedules)
+    assert all(np.array_equal(a, b) for a, b in zip(fresh, reused, strict=True))
+    assert shared.feasible

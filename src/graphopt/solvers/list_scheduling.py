@@ -712,13 +712,19 @@ class HeftScheduler(Solver):
 
     name = "heft"
 
+    def __init__(self) -> None:
+        self.schedules: dict[str, TimedSchedule] = {}
+        """The last run's timeline schedules by variant (`auto`'s partition hints reuse them)."""
+
     def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers plain HEFT with lazy and eager transfers, then each timeline variant."""
         graph, machine, pinned = problem.graph, problem.machine, problem.pinned
+        self.schedules.clear()
         placement, order = heft_schedule(graph, machine, pinned)
         offer_op_orders(problem, tracker, placement, [order])
-        for insertion, lookahead in HEFT_VARIANTS.values():
+        for variant, (insertion, lookahead) in HEFT_VARIANTS.items():
             timed = heft_timeline(graph, machine, pinned, insertion=insertion, lookahead=lookahead)
+            self.schedules[variant] = timed
             offer_timed(problem, tracker, timed)
 
 

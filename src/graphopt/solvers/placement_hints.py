@@ -17,6 +17,8 @@ on 4 devices, issue 45), so `auto` runs it too.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
@@ -47,14 +49,15 @@ peak: all of them over, scale 0.1 fits)."""
 
 
 def hint_candidates(
-    graph: Graph, machine: Machine, heft_insertion: TimedSchedule | None = None
+    graph: Graph, machine: Machine, heft: Mapping[str, TimedSchedule] | None = None
 ) -> list[np.ndarray]:
     """The candidate placements [n_ops] int32, one device's first (see the module docstring).
 
     Args:
         graph: the graph.
         machine: devices, capacity and transfers.
-        heft_insertion: HEFT's insertion-timeline schedule when the caller has it already.
+        heft: HEFT's unpinned timeline schedules by variant (`HEFT_VARIANTS`) that the caller
+            has already; the others are computed (on a 47k-op graph each takes 8-12 s).
     """
     n_devices = machine.n_devices
     candidates = [np.zeros(graph.n_ops, dtype=np.int32)]
@@ -71,10 +74,8 @@ def hint_candidates(
             parts = metis_partition(graph, n_devices, weights, 0, imbalance=0.05)
             candidates.append(stage_numbered(order, parts, n_devices))
     for variant, (insertion, lookahead) in HEFT_VARIANTS.items():
-        timed = (
-            heft_insertion
-            if variant == "insertion" and heft_insertion is not None
-            else heft_timeline(graph, machine, insertion=insertion, lookahead=lookahead)
+        timed = (heft or {}).get(variant) or heft_timeline(
+            graph, machine, insertion=insertion, lookahead=lookahead
         )
         candidates.append(stage_numbered(order, timed.placement, n_devices))
     return candidates
@@ -93,15 +94,25 @@ def stage_numbered(order: np.ndarray, parts: np.ndarray, n_devices: int) -> np.n
 
 
 class PlacementHints(Solver):
-    """Each hint candidate scheduled by ready queues and by insertion timelines, all offered."""
+    """Each hint candidate scheduled by ready queues and by insertion timelines, all offered.
+
+    Args:
+        heft: HEFT's timeline schedules of the problem by variant, filled by a `HeftScheduler`
+            that ran first in the same solve (`auto`): used when nothing is pinned (HEFT's
+            then equal the unpinned ones the candidates take), not computed twice.
+    """
 
     name = "partition-hint"
     objectives = frozenset({Objective.MAKESPAN})
 
+    def __init__(self, heft: Mapping[str, TimedSchedule] | None = None) -> None:
+        self.heft = heft
+
     def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Offers every distinct candidate twice: ready-queue order, then timeline schedule."""
         graph, machine = problem.graph, problem.machine
-        placements = np.unique(np.stack(hint_candidates(graph, machine)), axis=0)
+        heft = self.heft if problem.pinned is None else None
+        placements = np.unique(np.stack(hint_candidates(graph, machine, heft)), axis=0)
         if problem.pinned is not None:
             pins = np.asarray(problem.pinned, dtype=np.int32)
             placements = np.unique(np.where(pins >= 0, pins, placements), axis=0)

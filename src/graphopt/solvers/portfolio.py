@@ -82,10 +82,17 @@ class Portfolio(Solver):
                 HypergraphSolver(),
             ]
         else:
-            baselines = [HeftScheduler(), CriticalPathScheduler(), MetisSolver(), PlacementHints()]
+            heft = HeftScheduler()
+            baselines = [
+                heft,
+                CriticalPathScheduler(),
+                MetisSolver(),
+                PlacementHints(heft.schedules),
+            ]
         starts = list(initial)
         with tracker.exempt_from_stall():
             for baseline in baselines:
+                tracker.check()  # a baseline can take seconds on a large graph: none past time
                 baseline.run(problem, tracker, rng, ())
                 starts = _distinct([*starts, *_best(problem, tracker)])
         with tracker.phase(self.block_share):

@@ -26,8 +26,8 @@ from graphopt.solvers.placement_hints import hint_candidates
 
 def partition_hint(env: PlacementEnv) -> np.ndarray:
     """[n_ops] int32: the fastest feasible candidate (the least over capacity if none fits)."""
-    heft = env.heft if env.n_devices > 1 and env.graph.n_ops else None  # the env keeps it
-    candidates = hint_candidates(env.graph, env.machine, heft)
+    known = {"insertion": env.heft} if env.n_devices > 1 and env.graph.n_ops else None
+    candidates = hint_candidates(env.graph, env.machine, known)  # the env keeps HEFT's
     outcome = env.step(np.stack(candidates))
     best = np.lexsort((outcome.makespan, outcome.excess))[0]
     return candidates[best]
