@@ -114,8 +114,9 @@ def test_auto_computes_each_heft_timeline_once_and_the_hints_stay_the_same(monke
 
 
 def test_with_fusion_searched_each_candidate_is_also_offered_fused_as_go_decodes_it() -> None:
-    """auto's fusion search starts from the hint placements fused as GO's decoder fuses them:
-    the best of those, decoded and scored independently here, bounds its result."""
+    """auto's fusion search starts from the hint placements fused as GO's decoder fuses them
+    (every legal merge, and XLA-like default fusion): the best of each, decoded and scored
+    independently here, bounds its result."""
     from graphopt.importers.zoo import export_graph
     from graphopt.solvers.go_decoder import decode
 
@@ -123,12 +124,15 @@ def test_with_fusion_searched_each_candidate_is_also_offered_fused_as_go_decodes
     problem = Problem(graph, MACHINES[1], "makespan", fusion=True)
     hints = make_solver("partition-hint").solve(problem, Budget(evaluations=1000), seed=0)
     placements = np.unique(np.stack(hint_candidates(graph, problem.machine)), axis=0)
-    fused = decode(graph, problem.machine, placements, compiler_fusion="default")
     assert hints.solution.n_groups > 0
-    assert hints.value <= fused.makespans.min() * (1 + 1e-12)
-    best = fused.solution(int(np.argmin(fused.makespans)), problem.machine.n_devices)
-    assert reference_score(graph, best, problem.machine).makespan == pytest.approx(
-        fused.makespans.min(), rel=1e-9
-    )
+    for fused in (
+        decode(graph, problem.machine, placements, compiler_fusion="default"),
+        decode(graph, problem.machine, placements, fusion_levels=np.full(placements.shape, 7)),
+    ):
+        assert hints.value <= fused.makespans.min() * (1 + 1e-12)
+        best = fused.solution(int(np.argmin(fused.makespans)), problem.machine.n_devices)
+        assert reference_score(graph, best, problem.machine).makespan == pytest.approx(
+            fused.makespans.min(), rel=1e-9
+        )
     auto = make_solver("auto").solve(problem, Budget(evaluations=3000), seed=0)
     assert auto.value <= hints.value * (1 + 1e-12)

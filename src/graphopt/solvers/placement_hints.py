@@ -42,6 +42,9 @@ HINT_BALANCES = ("runtime", "memory")
 HINT_IMBALANCES = (0.05, 0.2)
 """Allowed relative excess of a device's load over the mean, per candidate."""
 
+FUSION_LEVELS = 8
+"""Fusion levels of the decoder's priorities (GO's default); the top one fuses every legal merge."""
+
 HINT_ACTIVATION_SCALES = (0.0, 0.1, 1.0)
 """Under a capacity, also METIS splits balancing `memory_weights` at these activation scales
 (persistent bytes in full, activations scaled), at 5 % imbalance: the runtime- and byte-balanced
@@ -85,19 +88,23 @@ def hint_candidates(
 def offer_fused_placements(problem: Problem, tracker: Tracker, placements: np.ndarray) -> None:
     """Offers placements [B, n_ops] fused as GO's decoder fuses them without learned decisions.
 
-    Each is scheduled by critical-path ready queues and fused by the compiler's default
-    (XLA-like) fusion. Which placement is fastest depends on fusion: on the held-out models at
-    2 s, GO's pipeline from these candidates was 62 % ahead of `auto --fusion search`, whose
-    starts were placed for unfused makespan (`docs/results/learned-vs-auto/`).
+    Each is scheduled by critical-path ready queues, then fused twice: by GO's priority decoder
+    with every op at the top fusion level (every legal merge, the untrained GO policy's choice
+    in effect) and by the compiler's default (XLA-like) fusion. Which placement is fastest
+    depends on fusion: on the held-out models at 2 s, GO's pipeline from these candidates was
+    62 % ahead of `auto --fusion search`, whose starts were placed for unfused makespan, and
+    still 14 % ahead with the default fusion alone (`docs/results/learned-vs-auto/`).
     """
-    decoded = decode(
-        problem.graph, problem.machine, placements, compiler_fusion="default",
-        scorer=problem.scorer,
-    )  # fmt: skip
-    excess, value = problem.fitness(decoded.peaks, decoded.makespans)
-    tracker.offer_population(
-        decoded.placements, decoded.orders, decoded.lengths, excess, value, decoded.groups
-    )
+    top = np.full(placements.shape, FUSION_LEVELS - 1, dtype=np.int64)
+    for levels, compiler in ((top, "none"), (None, "default")):
+        decoded = decode(
+            problem.graph, problem.machine, placements, fusion_levels=levels,
+            n_levels=FUSION_LEVELS, compiler_fusion=compiler, scorer=problem.scorer,
+        )  # fmt: skip
+        excess, value = problem.fitness(decoded.peaks, decoded.makespans)
+        tracker.offer_population(
+            decoded.placements, decoded.orders, decoded.lengths, excess, value, decoded.groups
+        )
 
 
 def stage_numbered(order: np.ndarray, parts: np.ndarray, n_devices: int) -> np.ndarray:
