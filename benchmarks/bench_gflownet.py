@@ -77,7 +77,7 @@ def main() -> None:
         "ops_1000_samples": args.large_samples,
         "ops_1000_seconds": large,
         "ops_1000_seconds_per_schedule": large / args.large_samples,
-        "ops_1000_batch": chunk_size(1000, 4),
+        "ops_1000_batch": chunk_size(1000, TrainConfig.load("gflownet").policy),
         "threads": torch.get_num_threads(),
     }
     table = Table(title="GFlowNet sampling (4 devices)")

@@ -17,7 +17,7 @@ from graphopt.evaluation.candidates import candidate_report
 from graphopt.ir.generators import generate
 from graphopt.ir.io import read_solution, write_graph
 from graphopt.learning.saving import read_checkpoint
-from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, TrainConfig
+from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetConfig, TrainConfig
 from graphopt.learning.systems.gflownet.solver import (
     CHUNK,
     CHUNK_SCORES,
@@ -51,7 +51,8 @@ def test_samples_are_offered_until_the_budget_ends(checkpoint) -> None:
     again = gflownet(str(checkpoint)).solve(problem(), Budget(evaluations=40), seed=1)
     assert again.value == result.value
     full = GFlowNet(GFlowNetSamplerConfig(str(checkpoint), samples=30))
-    assert full.solve(problem(), Budget(evaluations=1000)).solution.solver["evaluations"] == 30
+    # 30 samples and HEFT's schedule
+    assert full.solve(problem(), Budget(evaluations=1000)).solution.solver["evaluations"] == 31
 
 
 def test_checkpoints_that_do_not_fit_are_refused(checkpoint) -> None:
@@ -117,11 +118,14 @@ def test_pinned_ops_stay_on_their_device(checkpoint) -> None:
 
 
 def test_chunks_bound_the_attention_and_the_budget_cuts_sampling(checkpoint) -> None:
-    assert chunk_size(100, 4) == CHUNK and chunk_size(1000, 4) == 1 and chunk_size(0, 4) == CHUNK
-    assert chunk_size(200, 4) * 4 * 200 * 200 <= CHUNK_SCORES < (chunk_size(200, 4) + 1) * 160000
+    paper = GFlowNetConfig(heads=4)
+    assert chunk_size(100, paper) == CHUNK and chunk_size(1000, paper) == 1
+    assert chunk_size(0, paper) == CHUNK
+    assert chunk_size(200, paper) * 4 * 200 * 200 <= CHUNK_SCORES
+    assert CHUNK_SCORES < (chunk_size(200, paper) + 1) * 160000
     solver = GFlowNet(GFlowNetSamplerConfig(str(checkpoint), samples=1000))
     result = solver.solve(problem(), Budget(evaluations=7), seed=0)
-    assert result.evaluations == 7 and len(solver.sampled) == 7
+    assert result.evaluations == 7 and len(solver.sampled) == 6  # and HEFT's schedule
     assert len(solver.top_candidates(problem(), 100)) <= 7
 
 

@@ -21,6 +21,7 @@ from graphopt.learning.formats import CheckpointError
 from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.systems.gflownet.config import TrainConfig
 from graphopt.learning.systems.gflownet.env import connected_subgraph
+from graphopt.learning.systems.gflownet.network import build_policy
 from graphopt.learning.systems.gflownet.train import _graph_files
 from graphopt.learning.training import train
 
@@ -146,7 +147,8 @@ def test_a_run_trains_on_several_graph_files_and_validates_on_the_smallest(tmp_p
     for n, path in zip(sizes, paths, strict=True):
         write_graph(generate("layered", n, seed=n), path)
     config = tiny("graph:" + ",".join(map(str, paths)), 12, sampling={"subgraph_ops": 30})
-    graphs, train_ids, valid_ids = _graph_files(config, config.proxy.machine(2))
+    network = build_policy(config.policy)
+    graphs, train_ids, valid_ids = _graph_files(config, config.proxy.machine(2), network)
     assert train_ids.tolist() == [0, 1, 2] and valid_ids.tolist() == [1, 2]
     assert [graphs.get("valid", i)[0].n_ops for i in valid_ids] == [10, 14]
     train("gflownet", config, tmp_path / "run")

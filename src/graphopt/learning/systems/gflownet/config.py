@@ -31,7 +31,8 @@ class GFlowNetConfig:
     """The temperature-conditioned Topoformer policy's shape (paper 004 section 3.3, appendix D).
 
     Attributes:
-        n_devices: devices the forward head places ops on (the action is (op, device)).
+        n_devices: devices the forward head places ops on (the action is (op, device)); a
+            'per-graph' policy places on any count, and this is only its proxy's default.
         hidden: width of the encoder and heads (a multiple of `heads`). 32 by default: the
             masked attention's B x heads x n^2 scores set the sampling time whatever the width,
             and 64 sampled 1,000 schedules of a 100-op graph 1.4x slower (24.9-26.6 s vs
@@ -43,6 +44,11 @@ class GFlowNetConfig:
             preferences (`PartialSchedules.list_prior`) with two positive weights that depend
             on the temperature, so the untrained policy already samples like a randomized
             critical-path list scheduler and training learns what to change.
+        encoding: 'per-state' (paper 004): every step encodes the whole partial schedule with
+            the dense Topoformer, O(n^2) per step; 'per-graph': the graph is encoded once
+            (`SparseTopoformer`, attention over DAG edges, O(edges)) and each step scores only
+            its (ready op, device) candidates with a light head on their state features
+            (`PAIR_FEATURES`), as neural routing's attention-model decoders do.
     """
 
     n_devices: int = 4
@@ -51,9 +57,12 @@ class GFlowNetConfig:
     heads: int = 4
     condition: int = 32
     prior: Literal["none", "list"] = "none"
+    encoding: Literal["per-state", "per-graph"] = "per-state"
+    window: int = 32
 
     def __post_init__(self) -> None:
         for name, low, high in (
+            ("window", 1, 4096),
             ("n_devices", 1, MAX_DEVICES),
             ("hidden", 1, 4096),
             ("layers", 1, 64),
@@ -196,6 +205,8 @@ class TrainConfig(TrainingConfig):
         replay: updates per batch of the GFlowNet losses (1 x 1: the paper's one).
         optimizer: Adam and gradient clipping (paper: Adam's defaults).
         run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
+        devices: device counts a step draws from, uniformly (a per-graph policy, which serves
+            any count; empty: always `policy.n_devices`, on which validation runs either way).
     """
 
     what: ClassVar[str] = "GFlowNet training config"
@@ -210,8 +221,16 @@ class TrainConfig(TrainingConfig):
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
     run: RunConfig = field(default_factory=RunConfig)
+    devices: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.devices and self.policy.encoding != "per-graph":
+            raise FieldError(
+                "devices", 'needs a "per-graph" policy (the paper\'s serves one count)'
+            )
+        for count in self.devices:
+            if not 1 <= count <= MAX_DEVICES:
+                raise FieldError("devices", f"must be in [1, {MAX_DEVICES}], got {count}")
         if self.replay.minibatches > self.sampling.trajectories:
             raise FieldError(
                 "replay.minibatches",

@@ -85,9 +85,16 @@ class PartialSchedules:
         self._reads_added = np.zeros((batch, n), dtype=np.int32)  # inputs read by added ops
         self._device_free = np.zeros((batch, d))
         self._last_on_device = np.full((batch, d), -1, dtype=np.int64)
+        self._load = np.zeros((batch, d))
+        self._latest = np.zeros(batch)
         self._durations = machine.latency + graph.tensor_size / machine.bandwidth
         mean = graph.total_runtime / max(n, 1)
         self._unit = mean if mean > 0 else 1.0  # the mean op runtime: features' time unit
+        first = np.flatnonzero(self._waiting[0] == 0)
+        first = first[np.argsort(-self._bottom[first], kind="stable")]
+        self._ready = np.zeros((batch, max(n, 1)), dtype=np.int64)
+        self._ready[:, : first.size] = first
+        self._ready_count = np.full(batch, first.size, dtype=np.int64)
 
     @property
     def batch(self) -> int:
@@ -146,6 +153,11 @@ class PartialSchedules:
             self._reads_added,
             self._device_free,
             self._last_on_device,
+            self._load,
+            self._latest,
+            self._bottom,
+            self._ready,
+            self._ready_count,
         )
         self.steps += 1
 
@@ -205,9 +217,73 @@ class PartialSchedules:
         _list_prior(ready, self.earliest_starts(ready), self._bottom, self._unit, out)
         return out
 
+    def candidates(self, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """([B, R] the candidates of each schedule, padded with -1; [B] how many), R <= window.
+
+        A schedule's candidates are its ready ops (those of `forward_mask`), at most `window`
+        of them: those with the largest bottom levels, the ones list scheduling would pick
+        first (ties: the op that became ready first). A step then costs O(window) per
+        schedule, however wide the graph.
+        """
+        counts = np.minimum(self._ready_count, window)
+        ops = self._ready[:, : max(int(counts.max()), 1)].copy()
+        ops[np.arange(ops.shape[1])[None, :] >= counts[:, None]] = -1
+        return ops, counts
+
+    def pair_features(self, ops: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """([C, d, len(PAIR_FEATURES)] float32, [C, d, 2] float32 `list_prior`'s columns).
+
+        For the C = sum(counts) real entries of `candidates` (row by row) on each device; all
+        times in units of the graph's mean op runtime, so graphs and machines of any scale
+        look alike.
+        """
+        total, d = int(counts.sum()), self.machine.n_devices
+        features = np.empty((total, d, len(PAIR_FEATURES)), np.float32)
+        prior = np.empty((total, d, 2), np.float32)
+        _pair_features(
+            self.graph.arrays,
+            self._durations,
+            ops,
+            counts,
+            self.finish,
+            self.device,
+            self._device_free,
+            self._last_on_device,
+            self._load,
+            self._bottom,
+            self._unit,
+            self.steps / max(self.graph.n_ops, 1),
+            features,
+            prior,
+        )
+        return features, prior
+
+    def removable(self) -> np.ndarray:
+        """[B, d] int64 the op a backward action may remove from each device, or -1.
+
+        The same ops as `backward_mask`: the last op of a device, when no added op reads it.
+        """
+        last = self._last_on_device
+        rows = np.arange(self.batch)[:, None]
+        ok = (last >= 0) & (self._reads_added[rows, np.maximum(last, 0)] == 0)
+        return np.where(ok, last, -1)
+
+    def removable_features(self, ops: np.ndarray) -> np.ndarray:
+        """[B, d, 1, 1] float32: what a backward head sees of each of `removable`'s ops.
+
+        log1p of how long before the schedule's latest finish the op ends, in mean op
+        runtimes (0 for -1).
+        """
+        rows = np.arange(self.batch)[:, None]
+        latest = self.proxy_makespans()[:, None]
+        gap = (latest - self.finish[rows, np.maximum(ops, 0)]) / self._unit
+        return np.where(ops >= 0, np.log1p(np.maximum(gap, 0.0)), 0.0).astype(np.float32)[
+            :, :, None, None
+        ]
+
     def proxy_makespans(self) -> np.ndarray:
         """[B] latest proxy finish of each schedule (complete or not)."""
-        return np.where(self.added, self.finish, 0.0).max(axis=1, initial=0.0)
+        return self._latest.copy()
 
     def solutions(self) -> tuple[np.ndarray, list[np.ndarray]]:
         """The complete schedules as contract solutions: ([B, n] int32 placements, event orders).
@@ -239,6 +315,60 @@ class PartialSchedules:
             [scorer.evaluate(placements[b], events[b])[1] for b in range(self.batch)]
         )
         return np.divide(total, makespans, out=np.ones_like(makespans), where=makespans > 0)
+
+
+PAIR_FEATURES = (
+    "bottom_level",
+    "delay",
+    "device_wait",
+    "inputs_here",
+    "device_empty",
+    "load",
+    "progress",
+)
+"""What a per-graph policy sees of a (ready op, device) candidate (`pair_features`).
+
+The op's bottom level over the critical path; log1p of how much later than the earliest ready
+action it would start there; log1p of how long after the first free device that device frees;
+the share of the op's input bytes already on it; whether it runs nothing yet; its busy time over
+the total runtime / d; the share of ops added.
+"""
+
+STATIC_FEATURES = ("runtime", "bottom_level", "top_level", "inputs", "outputs", "send", "receive")
+"""What a per-graph policy's encoder sees of each op (`static_features`), once per graph."""
+
+
+def static_features(graph: Graph, machine: Machine) -> np.ndarray:
+    """[n, len(STATIC_FEATURES)] float32: per-op features that no partial schedule changes.
+
+    log1p of the runtime in mean op runtimes; bottom and top levels over the critical path;
+    log1p of the input and output counts; log1p of the transfer time of the op's outputs and
+    of its inputs on this machine, in mean op runtimes (the only machine dependence, so the
+    encoder sees what a cut costs).
+    """
+    n = graph.n_ops
+    mean = graph.total_runtime / max(n, 1)
+    unit = mean if mean > 0 else 1.0
+    bottom = bottom_levels(graph)
+    top = _top_levels(graph.arrays, graph.topological_order)
+    critical = max(float(bottom.max(initial=0.0)), 1e-30)
+    durations = (machine.latency + graph.tensor_size / machine.bandwidth) / unit
+    out = np.empty((n, len(STATIC_FEATURES)), np.float32)
+    out[:, 0] = np.log1p(graph.op_runtime / unit)
+    out[:, 1] = bottom / critical
+    out[:, 2] = top / critical
+    inputs = np.diff(graph.op_input_ptr)
+    outputs = np.diff(graph.op_output_ptr)
+    out[:, 3] = np.log1p(inputs)
+    out[:, 4] = np.log1p(outputs)
+    out[:, 5] = np.log1p(_per_op(durations[graph.op_output_tensor], outputs))
+    out[:, 6] = np.log1p(_per_op(durations[graph.op_input_tensor], inputs))
+    return out
+
+
+def _per_op(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """[n] sums of `values` in CSR rows of `counts` entries each."""
+    return np.bincount(np.repeat(np.arange(counts.size), counts), values, minlength=counts.size)
 
 
 def log_reward(speedup: np.ndarray, n_devices: int, sigma: float | np.ndarray) -> np.ndarray:
@@ -344,8 +474,17 @@ def _step(
     reads_added: np.ndarray,
     device_free: np.ndarray,
     last_on_device: np.ndarray,
+    load: np.ndarray,
+    latest: np.ndarray,
+    bottom: np.ndarray,
+    ready: np.ndarray,
+    ready_count: np.ndarray,
 ) -> None:
-    """Adds each schedule's op (checked valid) with its proxy times and updates readiness."""
+    """Adds each schedule's op (checked valid) with its proxy times and updates readiness.
+
+    The ready list stays sorted by bottom level, largest first, and on ties by when an op
+    became ready (the graph's CSR order within a step), so candidates are its first entries.
+    """
     n = added.shape[1]
     one_device = np.zeros(n, dtype=np.int32)
     newly = np.empty(release_capacity(g), dtype=np.int64)
@@ -362,7 +501,109 @@ def _step(
         order[b, step] = op
         device_free[b, device] = end
         last_on_device[b, device] = op
-        release_op(g, op, 0, 1, one_device, waiting[b], readers[b], newly)
+        load[b, device] += g.op_runtime[op]
+        latest[b] = max(latest[b], end)
+        count = ready_count[b]
+        kept = 0
+        for r in range(count):
+            if ready[b, r] != op:
+                ready[b, kept] = ready[b, r]
+                kept += 1
+        made = release_op(g, op, 0, 1, one_device, waiting[b], readers[b], newly)
+        for r in range(made):
+            new = newly[r]
+            at = kept
+            while at > 0 and bottom[ready[b, at - 1]] < bottom[new]:
+                ready[b, at] = ready[b, at - 1]
+                at -= 1
+            ready[b, at] = new
+            kept += 1
+        ready_count[b] = kept
+
+
+@numba.njit(cache=True)
+def _top_levels(g: GraphArrays, topological: np.ndarray) -> np.ndarray:
+    """[n] the longest runtime-weighted path from a source to each op's start."""
+    top = np.zeros(g.op_runtime.shape[0])
+    for i in range(topological.shape[0]):
+        op = topological[i]
+        end = top[op] + g.op_runtime[op]
+        for e in range(g.op_output_ptr[op], g.op_output_ptr[op + 1]):
+            t = g.op_output_tensor[e]
+            for c in range(g.consumer_ptr[t], g.consumer_ptr[t + 1]):
+                consumer = g.consumer_op[c]
+                top[consumer] = max(top[consumer], end)
+    return top
+
+
+@numba.njit(cache=True)
+def _pair_features(
+    g: GraphArrays,
+    durations: np.ndarray,
+    ops: np.ndarray,
+    counts: np.ndarray,
+    finish: np.ndarray,
+    device_of: np.ndarray,
+    device_free: np.ndarray,
+    last_on_device: np.ndarray,
+    load: np.ndarray,
+    bottom: np.ndarray,
+    unit: float,
+    progress: float,
+    features: np.ndarray,
+    prior: np.ndarray,
+) -> None:
+    """Fills `PartialSchedules.pair_features`' packed arrays; `bottom` in mean op runtimes."""
+    d = features.shape[1]
+    critical = 1e-30
+    for j in range(bottom.shape[0]):
+        critical = max(critical, bottom[j])
+    total = 0.0
+    for j in range(g.op_runtime.shape[0]):
+        total += g.op_runtime[j]
+    share = total / d if total > 0 else 1.0
+    width = ops.shape[1]
+    starts = np.empty((width, d))
+    here = np.empty((width, d))
+    inputs = np.empty(width)
+    row = 0
+    for b in range(ops.shape[0]):
+        earliest = np.inf
+        first_free = np.inf
+        for k in range(d):
+            first_free = min(first_free, device_free[b, k])
+        for r in range(counts[b]):
+            op = ops[b, r]
+            for k in range(d):
+                starts[r, k] = device_free[b, k]
+                here[r, k] = 0.0
+            inputs[r] = 0.0
+            for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
+                t = g.op_input_tensor[e]
+                producer = g.tensor_producer[t]
+                home = device_of[b, producer]
+                arrival = finish[b, producer]
+                for k in range(d):
+                    starts[r, k] = max(starts[r, k], arrival + (durations[t] if k != home else 0.0))
+                size = float(g.tensor_size[t])
+                here[r, home] += size
+                inputs[r] += size
+            for k in range(d):
+                earliest = min(earliest, starts[r, k])
+        for r in range(counts[b]):
+            op = ops[b, r]
+            for k in range(d):
+                delay = (starts[r, k] - earliest) / unit
+                features[row, k, 0] = bottom[op] / critical
+                features[row, k, 1] = np.log1p(delay)
+                features[row, k, 2] = np.log1p((device_free[b, k] - first_free) / unit)
+                features[row, k, 3] = here[r, k] / inputs[r] if inputs[r] > 0 else 0.0
+                features[row, k, 4] = 1.0 if last_on_device[b, k] < 0 else 0.0
+                features[row, k, 5] = load[b, k] / share
+                features[row, k, 6] = progress
+                prior[row, k, 0] = bottom[op]
+                prior[row, k, 1] = -delay
+            row += 1
 
 
 def connected_subgraph(graph: Graph, size: int, rng: np.random.Generator) -> Graph:

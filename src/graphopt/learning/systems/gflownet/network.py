@@ -7,19 +7,34 @@ log sigma, embedded by a two-layer ReLU MLP (eq. 29), and modulates the first li
 every MLP, the encoder's and the heads' (FiLM, eq. 30). A third head pools the encoding of the
 empty schedule into log Z(G, sigma), which only the trajectory-balance ablation uses.
 
-The sampler that runs it on partial schedules is `sampling.py`.
+`GraphEncodedPolicy` is the fast variant (`GFlowNetConfig.encoding` 'per-graph'): the graph is
+encoded once, without the schedule, by a `SparseTopoformer`, and each step scores its
+(ready op, device) candidates with light FiLM-conditioned heads on the op's encoding and the
+pair's state features. Its heads are shared over devices, so one policy serves any device count.
+
+The sampler that runs them on partial schedules is `sampling.py`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from graphopt.learning.encoders.topoformer import FiLMLinear, Topoformer
+from graphopt.costmodels.machine import Machine
+from graphopt.ir.graph import Graph
+from graphopt.learning.encoders.sparse_topoformer import DagEdges, SparseTopoformer, dag_edges
+from graphopt.learning.encoders.topoformer import FiLMLinear, Topoformer, relation_masks
 from graphopt.learning.systems.gflownet.config import GFlowNetConfig
-from graphopt.learning.systems.gflownet.env import PartialSchedules, feature_names
+from graphopt.learning.systems.gflownet.env import (
+    PAIR_FEATURES,
+    STATIC_FEATURES,
+    PartialSchedules,
+    feature_names,
+    static_features,
+)
 
 
 class _Head(nn.Module):
@@ -53,12 +68,15 @@ class GFlowNetPolicy(nn.Module):
         self.forward_head = _Head(hidden, condition, config.n_devices)
         self.backward_head = _Head(hidden, condition, 1)
         self.log_z_head = _Head(hidden, condition, 1)
-        self.prior_weights: nn.Linear | None = None
-        if config.prior == "list":
-            # softplus(0.5413) = 1: both preferences start at weight 1 at every temperature
-            self.prior_weights = nn.Linear(condition, 2)
-            nn.init.zeros_(self.prior_weights.weight)
-            nn.init.constant_(self.prior_weights.bias, math.log(math.e - 1.0))
+        self.prior_weights = _prior_weights(config)
+
+    def serves(self, n_devices: int) -> bool:
+        """Whether the policy places on `n_devices` devices (only its own count)."""
+        return n_devices == self.config.n_devices
+
+    def context(self, graph: Graph, machine: Machine) -> Tensor:
+        """What `forward` needs of the graph whatever the state: its `relation_masks`."""
+        return relation_masks(graph)
 
     def forward(
         self,
@@ -90,8 +108,7 @@ class GFlowNetPolicy(nn.Module):
                 raise ValueError("a policy with the 'list' prior needs the states' list_prior")
             if rows is not None:
                 prior = prior.gather(1, rows[:, :, None, None].expand(-1, -1, *prior.shape[2:]))
-            weights = nn.functional.softplus(self.prior_weights(condition))
-            forward = forward + (prior * weights[:, None, None, :]).sum(dim=-1)
+            forward = forward + _prior_term(self.prior_weights, condition, prior)
         return forward, backward, h
 
     def state_prior(self, schedules: PartialSchedules) -> Tensor | None:
@@ -105,3 +122,145 @@ class GFlowNetPolicy(nn.Module):
         condition = self.temperature(log_sigma[:, None])
         h = self.encoder(features, masks, condition)
         return self.log_z_head(h, condition).squeeze(-1).mean(dim=1)
+
+
+def _prior_weights(config: GFlowNetConfig) -> nn.Linear | None:
+    """The layer that weights list scheduling's preferences by temperature ('list' prior)."""
+    if config.prior != "list":
+        return None
+    # softplus(0.5413) = 1: both preferences start at weight 1 at every temperature
+    layer = nn.Linear(config.condition, 2)
+    nn.init.zeros_(layer.weight)
+    nn.init.constant_(layer.bias, math.log(math.e - 1.0))
+    return layer
+
+
+def _prior_term(weights: nn.Linear, condition: Tensor, prior: Tensor) -> Tensor:
+    """[B, r, d] the weighted sum of [B, r, d, 2] list-scheduling preferences."""
+    scale = nn.functional.softplus(weights(condition))
+    return (prior * scale[:, None, None, :]).sum(dim=-1)
+
+
+class _PairHead(nn.Module):
+    """logit = w . relu(FiLM(A[op] + W p)) for each candidate op and its [.., k, P] features.
+
+    At one temperature FiLM's scale and shift fold into A = W_h h and W (`fold`, once per
+    batch of samples), so a step costs one small matmul over the pair features and a gather.
+    """
+
+    def __init__(self, hidden: int, condition: int, pair: int) -> None:
+        super().__init__()
+        self.op = nn.Linear(hidden, hidden)
+        self.pair = nn.Linear(pair, hidden, bias=False)
+        self.scale = nn.Linear(condition, hidden)
+        self.shift = nn.Linear(condition, hidden)
+        for layer in (self.scale, self.shift):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+        self.out = nn.Linear(hidden, 1)
+
+    def fold(self, h: Tensor, condition: Tensor) -> tuple[Tensor, Tensor]:
+        """([n + 1, hidden] scale * A + shift per op, and a row for padding; [P, hidden] W')."""
+        scale = 1.0 + self.scale(condition)
+        table = self.op(h) * scale + self.shift(condition)
+        padding = table.new_zeros(1, table.shape[1])
+        return torch.cat([table, padding]), self.pair.weight.t() * scale
+
+    def forward(self, folded: tuple[Tensor, Tensor], ops: Tensor, pairs: Tensor) -> Tensor:
+        """[C, k] logits of C candidates `ops` (-1: padding) with pairs [C, k, P]."""
+        table, weight = folded
+        count, k, width = pairs.shape
+        base = table[ops].repeat_interleave(k, dim=0)
+        z = torch.addmm(base, pairs.reshape(count * k, width), weight).relu_()
+        return torch.addmv(self.out.bias.expand(count * k), z, self.out.weight[0]).view(count, k)
+
+
+@dataclass
+class Prepared:
+    """What every step of a walk at one temperature reuses.
+
+    The folded heads (`_PairHead.fold`) and the prior's two weights (None without the 'list'
+    prior).
+    """
+
+    forward: tuple[Tensor, Tensor]
+    backward: tuple[Tensor, Tensor]
+    prior: Tensor | None
+
+
+class GraphEncodedPolicy(nn.Module):
+    """P_F, P_B and log Z from one encoding of the graph and per-candidate heads ('per-graph').
+
+    Args:
+        config: the network's shape (`n_devices` is not part of it: any count is served).
+    """
+
+    def __init__(self, config: GFlowNetConfig) -> None:
+        super().__init__()
+        self.config = config
+        hidden, condition = config.hidden, config.condition
+        self.temperature = nn.Sequential(
+            nn.Linear(1, condition), nn.ReLU(), nn.Linear(condition, condition), nn.ReLU()
+        )
+        self.encoder = SparseTopoformer(len(STATIC_FEATURES), hidden, config.layers, config.heads)
+        self.forward_head = _PairHead(hidden, condition, len(PAIR_FEATURES))
+        self.backward_head = _PairHead(hidden, condition, 1)
+        self.log_z_head = _Head(hidden, condition, 1)
+        self.prior_weights = _prior_weights(config)
+
+    def serves(self, n_devices: int) -> bool:
+        """Whether the policy places on `n_devices` devices (any count)."""
+        return n_devices >= 1
+
+    def context(self, graph: Graph, machine: Machine) -> tuple[Tensor, DagEdges]:
+        """The graph's `static_features` on `machine` and its DAG edges, for `prepare`."""
+        return torch.from_numpy(static_features(graph, machine)), dag_edges(graph)
+
+    def encode(self, context: tuple[Tensor, DagEdges]) -> Tensor:
+        """[n, hidden] the graph's encoding, which every state of every sample shares."""
+        features, edges = context
+        return self.encoder(features, edges)
+
+    def prepare(self, context: tuple[Tensor, DagEdges], log_sigma: float) -> Prepared:
+        """Encodes the graph and folds the heads at one temperature, for a whole walk."""
+        h = self.encode(context)
+        condition = self.temperature(torch.tensor([[log_sigma]], dtype=h.dtype))[0]
+        prior = None
+        if self.prior_weights is not None:
+            prior = nn.functional.softplus(self.prior_weights(condition))
+        return Prepared(
+            self.forward_head.fold(h, condition), self.backward_head.fold(h, condition), prior
+        )
+
+    def forward_logits(
+        self, prepared: Prepared, ops: Tensor, pairs: Tensor, prior: Tensor
+    ) -> Tensor:
+        """[C, d] P_F's unmasked logits of C candidates `ops` on every device.
+
+        `pairs` and `prior` are `PartialSchedules.pair_features` of them.
+        """
+        logits = self.forward_head(prepared.forward, ops, pairs)
+        if prepared.prior is not None:
+            logits = logits + prior @ prepared.prior
+        return logits
+
+    def backward_logits(self, prepared: Prepared, ops: Tensor, features: Tensor) -> Tensor:
+        """[B, d] P_B's unmasked logits of `PartialSchedules.removable`'s ops [B, d]."""
+        batch, d = ops.shape
+        flat = features.reshape(batch * d, 1, -1)
+        return self.backward_head(prepared.backward, ops.reshape(-1), flat).view(batch, d)
+
+    def log_partition(self, encoding: Tensor, log_sigma: Tensor) -> Tensor:
+        """[B] log Z of the graph at each temperature, pooled from the graph's encoding."""
+        condition = self.temperature(log_sigma[:, None])
+        h = encoding[None].expand(condition.shape[0], -1, -1)
+        return self.log_z_head(h, condition).squeeze(-1).mean(dim=1)
+
+
+Policy = GFlowNetPolicy | GraphEncodedPolicy
+"""Either network: the paper's, or the per-graph one."""
+
+
+def build_policy(config: GFlowNetConfig) -> Policy:
+    """The untrained network of `config.encoding`."""
+    return GraphEncodedPolicy(config) if config.encoding == "per-graph" else GFlowNetPolicy(config)

@@ -18,9 +18,8 @@ from torch import Tensor
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
-from graphopt.learning.encoders.topoformer import relation_masks
-from graphopt.learning.systems.gflownet.env import PartialSchedules
-from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.env import ActionError, PartialSchedules
+from graphopt.learning.systems.gflownet.network import GraphEncodedPolicy, Policy
 
 
 @dataclass
@@ -46,13 +45,13 @@ class Trajectories:
 
 
 def sample_trajectories(
-    policy: GFlowNetPolicy,
+    policy: Policy,
     graph: Graph,
     machine: Machine,
     batch: int,
     sigma: float | Tensor,
     generator: torch.Generator,
-    masks: Tensor | None = None,
+    context: object | None = None,
     pinned: np.ndarray | None = None,
     uniform_backward: bool = False,
 ) -> Trajectories:
@@ -69,20 +68,22 @@ def sample_trajectories(
         batch: number of trajectories B.
         sigma: the temperature (> 0), one for all or [B].
         generator: the only source of randomness, so equal seeds give equal schedules.
-        masks: `relation_masks(graph)`, when the caller keeps them across calls.
+        context: `policy.context(graph, machine)`, when the caller keeps it across calls.
         pinned: [n] device each op must run on, -1 where free (a problem's pins); the forward
             policy never offers another device to a pinned op.
         uniform_backward: log P_B of a fixed uniform choice among the removable ops instead of
             the backward head's (a GFlowNet may learn P_B or fix it).
     """
     d = _devices(policy, machine)
-    schedules = PartialSchedules(graph, machine, batch)
-    masks = relation_masks(graph) if masks is None else masks
-    sigmas = torch.as_tensor(sigma, dtype=torch.float32).expand(batch)
-    if not bool((sigmas > 0).all()):
-        raise ValueError(f"temperature sigma must be > 0, got {float(sigmas.min())}")
-    log_sigma = torch.log(sigmas)
+    log_sigma = _log_sigma(sigma, batch)
     allowed = _allowed_devices(pinned, graph.n_ops, d)
+    context = policy.context(graph, machine) if context is None else context
+    if isinstance(policy, GraphEncodedPolicy):
+        return _walk(
+            policy, graph, machine, log_sigma, context, allowed, uniform_backward, generator
+        )
+    masks = context
+    schedules = PartialSchedules(graph, machine, batch)
     rows = torch.arange(batch)
     log_pf = torch.zeros(batch)
     log_pb = torch.zeros(batch)
@@ -132,12 +133,12 @@ class Replay:
 
 
 def replay_trajectories(
-    policy: GFlowNetPolicy,
+    policy: Policy,
     graph: Graph,
     machine: Machine,
     actions: Tensor,
     sigma: float | Tensor,
-    masks: Tensor | None = None,
+    context: object | None = None,
 ) -> Replay:
     """Per-step log P_F and entropy of P_F along recorded trajectories, under the policy now.
 
@@ -157,7 +158,10 @@ def replay_trajectories(
         machine: the proxy's machine.
         actions: [B, n] `Trajectories.actions`, op * d + device.
         sigma: the temperature (> 0) they were sampled at, one for all or [B].
-        masks: `relation_masks(graph)`, when the caller keeps them.
+        context: `policy.context(graph, machine)`, when the caller keeps it.
+
+    A per-graph policy (`GraphEncodedPolicy`) replays step by step instead (`_walk` with the
+    actions forced): its steps are light, and the graph is encoded once for all of them.
 
     Raises:
         ActionError: an action that is not valid in its state.
@@ -165,9 +169,13 @@ def replay_trajectories(
     """
     d, n = _devices(policy, machine), graph.n_ops
     batch = actions.shape[0]
+    log_sigma = _log_sigma(sigma, batch)
+    context = policy.context(graph, machine) if context is None else context
+    if isinstance(policy, GraphEncodedPolicy):
+        walked = _walk(policy, graph, machine, log_sigma, context, None, True, None, actions)
+        return Replay(walked.schedules, walked.step_log_pf, walked.entropy)
+    masks = context
     schedules = PartialSchedules(graph, machine, batch)
-    masks = relation_masks(graph) if masks is None else masks
-    log_sigma = torch.log(torch.as_tensor(sigma, dtype=torch.float32).expand(batch))
     features, ready, priors = [], [], []
     for step in range(n):
         features.append(schedules.features())
@@ -188,14 +196,118 @@ def replay_trajectories(
     return Replay(schedules, taken, entropy.view(n, batch).t())
 
 
-def _devices(policy: GFlowNetPolicy, machine: Machine) -> int:
+def _devices(policy: Policy, machine: Machine) -> int:
     """The machine's device count, if the policy places on that many."""
     d = machine.n_devices
-    if policy.config.n_devices != d:
+    if not policy.serves(d):
         raise ValueError(
             f"the policy places on {policy.config.n_devices} devices, the machine has {d}"
         )
     return d
+
+
+def _log_sigma(sigma: float | Tensor, batch: int) -> Tensor:
+    """[B] log temperatures, checked > 0."""
+    sigmas = torch.as_tensor(sigma, dtype=torch.float32).expand(batch)
+    if not bool((sigmas > 0).all()):
+        raise ValueError(f"temperature sigma must be > 0, got {float(sigmas.min())}")
+    return torch.log(sigmas)
+
+
+@dataclass
+class _Walk:
+    """What `_walk` returns: the trajectories, and the per-step entropy a replay needs."""
+
+    schedules: PartialSchedules
+    log_pf: Tensor
+    log_pb: Tensor
+    actions: Tensor
+    step_log_pf: Tensor
+    entropy: Tensor
+
+
+def _walk(
+    policy: GraphEncodedPolicy,
+    graph: Graph,
+    machine: Machine,
+    log_sigma: Tensor,
+    context: object,
+    allowed: Tensor | None,
+    uniform_backward: bool,
+    generator: torch.Generator | None,
+    forced: Tensor | None = None,
+) -> Trajectories | _Walk:
+    """Runs a per-graph policy over B schedules, sampling each action or taking `forced`'s.
+
+    The graph is encoded once; each step builds its candidates' features (`PartialSchedules.
+    candidates`, `pair_features`: O(B x ready x d)) and runs the light heads on them. With
+    `forced` ([B, n] actions, op * d + device) the actions are replayed and `_Walk` also holds
+    each step's entropy, under gradient when enabled (PPO's replays); else `Trajectories`.
+    """
+    d, n = machine.n_devices, graph.n_ops
+    batch = log_sigma.shape[0]
+    if not bool((log_sigma == log_sigma[0]).all()):
+        raise ValueError("a per-graph policy samples a batch at one temperature")
+    schedules = PartialSchedules(graph, machine, batch)
+    prepared = policy.prepare(context, float(log_sigma[0]))
+    rows = torch.arange(batch)
+    log_pf, log_pb = torch.zeros(batch), torch.zeros(batch)
+    actions = torch.empty(batch, n, dtype=torch.int64) if forced is None else forced
+    step_log_pf = []
+    entropies = []
+    last = None
+    for step in range(n + 1):
+        if last is not None:
+            removable = torch.from_numpy(schedules.removable())
+            can = removable >= 0
+            if uniform_backward:
+                log_pb = log_pb - torch.log(can.sum(dim=1).to(log_pb.dtype))
+            else:
+                features = torch.from_numpy(schedules.removable_features(removable.numpy()))
+                scores = policy.backward_logits(prepared, removable, features)
+                undo = scores.masked_fill(~can, -math.inf).log_softmax(dim=1)
+                log_pb = log_pb + undo[rows, (removable == last[:, None]).to(torch.int8).argmax(1)]
+        if step == n:
+            break
+        ops_np, counts_np = schedules.candidates(policy.config.window)
+        pairs, prior = schedules.pair_features(ops_np, counts_np)
+        ops = torch.from_numpy(ops_np)
+        real = ops >= 0
+        packed = ops[real]
+        logits = policy.forward_logits(
+            prepared, packed, torch.from_numpy(pairs), torch.from_numpy(prior)
+        )
+        if allowed is not None:
+            logits = logits.masked_fill(~allowed[packed], -math.inf)
+        full = logits.new_full((batch, ops.shape[1], d), -math.inf)
+        log_p = full.masked_scatter(real[:, :, None], logits).reshape(batch, -1).log_softmax(1)
+        if forced is None:
+            noise = -torch.log(-torch.log(torch.rand(log_p.shape, generator=generator)))
+            index = (log_p.detach() + noise).argmax(dim=1)
+            op = ops[rows, index // d]
+            actions[:, step] = op * d + index % d
+        else:
+            op, device = forced[:, step] // d, forced[:, step] % d
+            slot = (ops == op[:, None]).to(torch.int8).argmax(dim=1)
+            wrong = (ops[rows, slot] != op) | (device < 0) | (device >= d)
+            if bool(wrong.any()):
+                bad = int(wrong.nonzero()[0])
+                raise ActionError(
+                    f"schedule {bad}: action {int(forced[bad, step])} at step {step} is not a "
+                    f"valid action (one of the {policy.config.window} ready ops with the "
+                    "largest bottom levels, on a device in range)"
+                )
+            index = slot * d + device
+            entropies.append(-(log_p.exp() * log_p.masked_fill(log_p == -math.inf, 0.0)).sum(1))
+        taken = log_p[rows, index]
+        log_pf = log_pf + taken
+        step_log_pf.append(taken if forced is not None else taken.detach())
+        last = op
+        schedules.step(op.numpy(), (actions[:, step] % d).numpy())
+    steps = torch.stack(step_log_pf, dim=1) if step_log_pf else torch.zeros(batch, 0)
+    if forced is not None:
+        return _Walk(schedules, log_pf, log_pb, actions, steps, torch.stack(entropies, dim=1))
+    return Trajectories(schedules, log_pf, log_pb, log_sigma, actions, steps)
 
 
 def _allowed_devices(pinned: np.ndarray | None, n: int, d: int) -> Tensor | None:

@@ -18,8 +18,13 @@ capped so that their attention scores fit `CHUNK_SCORES`. The policy runs on one
 (`learning.threads`): beside numba's runtime, two threads made each step up to 26x slower on
 2 busy cores.
 
+HEFT's schedule is scored first and offered as one more candidate (one evaluation), so the
+solver is never worse than HEFT; its note says whether a sampled schedule beat it, and by how
+much.
+
 Without a `policy`, the one shipped for the machine's device count is used
-(`graphopt/policies/gflownet-makespan-d<d>.pt`).
+(`graphopt/policies/gflownet-makespan-d<d>.pt`, else `gflownet-makespan.pt`, a per-graph policy
+that serves any count).
 """
 
 from __future__ import annotations
@@ -34,12 +39,11 @@ import numpy as np
 import torch
 
 from graphopt.ir.solution import Solution
-from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.formats import CheckpointError, shipped_policy_path
 from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
 from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetConfig, TrainConfig
-from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.network import Policy, build_policy
 from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.threads import one_torch_thread
 from graphopt.solvers.base import (
@@ -53,6 +57,8 @@ from graphopt.solvers.base import (
     Tracker,
 )
 from graphopt.solvers.candidates import top_candidates
+from graphopt.solvers.events import events_from_op_order
+from graphopt.solvers.list_scheduling import heft_schedule
 
 CHUNK = 125
 """Most schedules sampled per policy batch: 125 sampled 1,000 schedules of a 100-op graph faster
@@ -72,9 +78,22 @@ Schedules = list[tuple[np.ndarray, np.ndarray]]
 """Sampled schedules as (placement, events) pairs."""
 
 
-def chunk_size(n_ops: int, heads: int) -> int:
-    """Schedules per policy batch for a graph of `n_ops` ops (at least 1, at most `CHUNK`)."""
-    return max(1, min(CHUNK, CHUNK_SCORES // max(heads * n_ops * n_ops, 1)))
+CHUNK_PER_GRAPH = 1000
+"""Most schedules per batch of a per-graph policy, whose steps cost O(B x ready x d)."""
+STATE_ENTRIES = 5_000_000
+"""Most B x n entries of a per-graph policy's batch: its partial schedules' [B, n] arrays (a
+few hundred MB in all)."""
+
+
+def chunk_size(n_ops: int, config: GFlowNetConfig) -> int:
+    """Schedules per policy batch for a graph of `n_ops` ops (at least 1).
+
+    The paper's policy is bounded by its dense attention's scores, a per-graph one by its
+    partial schedules' arrays.
+    """
+    if config.encoding == "per-graph":
+        return max(1, min(CHUNK_PER_GRAPH, STATE_ENTRIES // max(n_ops, 1)))
+    return max(1, min(CHUNK, CHUNK_SCORES // max(config.heads * n_ops * n_ops, 1)))
 
 
 class BatchTimes:
@@ -158,7 +177,7 @@ SHIPPED_DEVICES = 4
 
 
 @cache
-def load_gflownet_policy(path: str, n_devices: int) -> tuple[GFlowNetPolicy, float]:
+def load_gflownet_policy(path: str, n_devices: int) -> tuple[Policy, float]:
     """A GFlowNet checkpoint's policy for `n_devices` devices, and its default temperature.
 
     Loaded once per process; the temperature is `TrainConfig.inference_sigma` of the run.
@@ -168,11 +187,11 @@ def load_gflownet_policy(path: str, n_devices: int) -> tuple[GFlowNetPolicy, flo
     """
     record = read_checkpoint(path, GFLOWNET_FORMAT)
     trained, config = stored_configs(record, path, TrainConfig.from_dict, GFlowNetConfig)
-    if config.n_devices != n_devices:
+    policy = build_policy(config)
+    if not policy.serves(n_devices):
         raise CheckpointError(
             f"{path} is a policy for {config.n_devices} devices, the machine has {n_devices}"
         )
-    policy = GFlowNetPolicy(config)
     load_weights(policy, record["model_state"], f"{path}: model_state")
     return policy.eval(), trained.inference_sigma
 
@@ -185,18 +204,18 @@ class BatchSampler:
         problem: the graph, machine and pins.
         policy: the trained policy for the machine's device count.
         sigma: the temperature it samples at.
-        masks: `relation_masks` of the graph, built once for every batch.
+        context: `policy.context` of the graph, built once for every batch.
     """
 
     problem: Problem
-    policy: GFlowNetPolicy
+    policy: Policy
     sigma: float
-    masks: torch.Tensor
+    context: object
 
     @property
     def chunk(self) -> int:
         """The largest batch (`chunk_size`)."""
-        return chunk_size(self.problem.graph.n_ops, self.policy.config.heads)
+        return chunk_size(self.problem.graph.n_ops, self.policy.config)
 
     def __call__(self, size: int, rng: np.random.Generator) -> Schedules:
         """`size` schedules, seeded by `rng`, as (placement, events) pairs."""
@@ -210,7 +229,7 @@ class BatchSampler:
                 size,
                 self.sigma,
                 generator,
-                self.masks,
+                self.context,
                 problem.pinned,
             )
         placements, events = sampled.schedules.solutions()
@@ -231,8 +250,12 @@ class GFlowNet(Solver):
     def __init__(self, config: GFlowNetSamplerConfig | None = None) -> None:
         self.config = config or GFlowNetSamplerConfig()
         self.sampled: Schedules = []
+        self.heft: Schedules = []
+        """HEFT's schedule of the last run, a candidate beside the sampled ones."""
+        self.best_sampled = np.inf
+        """The best makespan a sampled schedule of the last run reached (within capacity)."""
 
-    def policy(self, problem: Problem) -> tuple[GFlowNetPolicy, float]:
+    def policy(self, problem: Problem) -> tuple[Policy, float]:
         """The trained policy for this problem's device count, and the temperature to sample at.
 
         Raises:
@@ -261,11 +284,12 @@ class GFlowNet(Solver):
         `BatchTimes` to fit the time left, and none starts when even one schedule would not.
         When fewer than `samples` were drawn, a note says so and why.
         """
-        self.sampled = []
+        self.sampled, self.heft, self.best_sampled = [], [], np.inf
         asked, seconds = self.config.samples, tracker.budget.seconds
         times = BatchTimes()
         with suppress(BudgetExhausted):
             draw = self.sampler(problem)
+            self._offer_heft(problem, tracker)
             while len(self.sampled) < asked:
                 size = min(draw.chunk, asked - len(self.sampled), tracker.remaining)
                 if seconds is not None:
@@ -280,8 +304,30 @@ class GFlowNet(Solver):
                 batch = draw(size, rng)
                 times.record(size, time.perf_counter() - start)
                 self._offer(problem, tracker, batch)
+        if self.heft:
+            tracker.note(self._against_heft(problem))
         if len(self.sampled) < asked:
             tracker.note(self._shortfall(tracker, times))
+
+    def _offer_heft(self, problem: Problem, tracker: Tracker) -> None:
+        """Scores HEFT's schedule and offers it (one evaluation), before any sampling."""
+        graph, machine = problem.graph, problem.machine
+        placement, order = heft_schedule(graph, machine, problem.pinned)
+        events = events_from_op_order(graph, placement, order, machine.n_devices, "lazy")
+        peaks, span, _ = problem.scorer.evaluate(placement, events)
+        self.heft = [(placement, events)]
+        tracker.offer(placement, events, peaks, span)
+
+    def _against_heft(self, problem: Problem) -> str:
+        """The note comparing the best sampled schedule with HEFT's."""
+        placement, events = self.heft[0]
+        heft = problem.scorer.evaluate(placement, events)[1]
+        if not self.sampled:
+            return "only HEFT's schedule was scored: the budget allowed no sample"
+        gain = 100.0 * (heft / self.best_sampled - 1.0)
+        if gain > 0:
+            return f"the best sampled schedule is {gain:.2f}% faster than HEFT's"
+        return f"no sampled schedule beat HEFT's ({-gain:.2f}% slower at best); HEFT's is kept"
 
     def _offer(self, problem: Problem, tracker: Tracker, batch: Schedules) -> None:
         """Scores every schedule of `batch`, keeps them, and offers the batch to the tracker.
@@ -295,6 +341,10 @@ class GFlowNet(Solver):
             np.array([peaks for peaks, _, _ in scored]), np.array([span for _, span, _ in scored])
         )
         best = int(np.lexsort((value, excess))[0])
+        fits = excess == 0
+        if fits.any():
+            spans = np.array([span for _, span, _ in scored])
+            self.best_sampled = min(self.best_sampled, float(spans[fits].min()))
         placement, events = batch[best]
         tracker.offer_best(placement, events, int(excess[best]), float(value[best]), len(batch))
 
@@ -305,6 +355,8 @@ class GFlowNet(Solver):
             limit = f"the budget of {evaluations:,} evaluations"
         else:
             limit = "the time budget"
+        if not times.sizes:
+            return f"sampled no schedule: {limit} allowed only HEFT's"
         return (
             f"sampled {len(self.sampled):,} of the {self.config.samples:,} schedules asked in "
             f"{tracker.seconds:.1f} s: {limit} allowed no more (the policy took "
@@ -314,7 +366,7 @@ class GFlowNet(Solver):
     def sampler(self, problem: Problem) -> BatchSampler:
         """Draws batches of `problem`'s schedules from the policy, loaded once for all."""
         policy, sigma = self.policy(problem)
-        return BatchSampler(problem, policy, sigma, relation_masks(problem.graph))
+        return BatchSampler(problem, policy, sigma, policy.context(problem.graph, problem.machine))
 
     def batches(self, problem: Problem, rng: np.random.Generator) -> Iterator[Schedules]:
         """All `samples` schedules as (placement, events) pairs, `BatchSampler.chunk` at a time.
@@ -335,12 +387,13 @@ class GFlowNet(Solver):
         return self.config.samples
 
     def top_candidates(self, problem: Problem, k: int) -> list[Solution]:
-        """The `k` best distinct schedules of the last run, by the problem's proxy."""
-        return top_candidates(problem, self.sampled, min(k, len(self.sampled)))
+        """The `k` best distinct schedules of the last run (HEFT's among them), by the proxy."""
+        scored = self.heft + self.sampled
+        return top_candidates(problem, scored, min(k, len(scored)))
 
     def samples_drawn(self) -> int:
-        """The schedules the last run sampled, repeats included."""
-        return len(self.sampled)
+        """The schedules the last run scored as candidates (HEFT's too), repeats included."""
+        return len(self.heft) + len(self.sampled)
 
 
 def gflownet(policy: str | None = None) -> GFlowNet:

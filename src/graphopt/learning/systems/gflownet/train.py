@@ -41,7 +41,6 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
-from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.graphs import GraphCache
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
 from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss, ppo_update, trajectory_advantages
@@ -50,7 +49,7 @@ from graphopt.learning.optim import clipped_step, minibatches
 from graphopt.learning.runs import GRAPH_PREFIX, graph_files, training_graphs
 from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, TrainConfig
 from graphopt.learning.systems.gflownet.env import PartialSchedules, connected_subgraph, log_reward
-from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.network import GraphEncodedPolicy, Policy, build_policy
 from graphopt.learning.systems.gflownet.sampling import replay_trajectories, sample_trajectories
 from graphopt.learning.training import Run, Session, System
 
@@ -63,6 +62,7 @@ LOG_COLUMNS = (
     "log_z",
     "sigma",
     "ops",
+    "devices",
     "grad_norm",
     "entropy",
     "clip_fraction",
@@ -71,34 +71,37 @@ LOG_COLUMNS = (
     "validation_speedup",
 )
 """What log.csv records: per step the loss, the mean sampled speedup, mean log-reward and mean
-zeta (the implied log Z), the temperature and the graph size; with PPO also the mean per-step
-entropy of P_F, the share of clipped steps and the approximate KL divergence from the sampling
-policy (each averaged over the step's updates, as are its loss and gradient norm); per
-validation the mean speedup."""
+zeta (the implied log Z), the temperature, the graph size and the device count; with PPO also
+the mean per-step entropy of P_F, the share of clipped steps and the approximate KL divergence
+from the sampling policy (each averaged over the step's updates, as are its loss and gradient
+norm); per validation the mean speedup."""
 
 
-def _graph_files(config: TrainConfig, machine: Machine) -> tuple[_Graphs, np.ndarray, np.ndarray]:
+def _graph_files(
+    config: TrainConfig, machine: Machine, network: Policy
+) -> tuple[_Graphs, np.ndarray, np.ndarray]:
     """The graphs of a `graph:` dataset: all trained on, the smallest validated on."""
     files = graph_files(config.dataset)
     train_ids = np.arange(len(files))
     sizes = np.array([graph.n_ops for graph in files])
     valid_ids = np.sort(np.argsort(sizes, kind="stable")[: config.run.validation_graphs])
-    return _Graphs({"train": files, "valid": files}, machine), train_ids, valid_ids
+    return _Graphs({"train": files, "valid": files}, machine, network), train_ids, valid_ids
 
 
-class _Graphs(GraphCache[tuple[Graph, Scorer, torch.Tensor]]):
-    """The training and validation graphs with their scorers and attention masks, loaded once."""
+class _Graphs(GraphCache[tuple[Graph, Scorer, Any]]):
+    """The training and validation graphs with their scorers and policy contexts, loaded once."""
 
-    def __init__(self, splits: dict[str, Sequence[Graph]], machine: Machine) -> None:
+    def __init__(self, splits: dict[str, Sequence[Graph]], machine: Machine, network: Policy):
         super().__init__(
-            splits.__getitem__, lambda _s, _i, g: (g, Scorer(g, machine), relation_masks(g))
+            splits.__getitem__,
+            lambda _s, _i, g: (g, Scorer(g, machine), network.context(g, machine)),
         )
         self.machine = machine
 
 
 def _step(
     config: TrainConfig,
-    network: GFlowNetPolicy,
+    network: Policy,
     optimizer: torch.optim.Optimizer,
     graphs: _Graphs,
     train_ids: np.ndarray,
@@ -108,10 +111,15 @@ def _step(
     rng = np.random.default_rng([config.run.seed, step])
     sampling = config.sampling
     graph, scorer, masks = graphs.get("train", int(rng.choice(train_ids)))
+    machine = graphs.machine
+    if config.devices:
+        machine = config.proxy.machine(int(rng.choice(config.devices)))
     if graph.n_ops > sampling.subgraph_ops:
         low, high = sampling.subgraph_ops // 2, sampling.subgraph_ops * 3 // 2
         graph = connected_subgraph(graph, int(rng.integers(low, high + 1)), rng)
-        scorer, masks = Scorer(graph, graphs.machine), relation_masks(graph)
+        scorer, masks = Scorer(graph, machine), network.context(graph, machine)
+    elif machine is not graphs.machine:
+        scorer, masks = Scorer(graph, machine), network.context(graph, machine)
     if config.loss == "ppo":
         return _ppo_step(config, network, optimizer, graph, scorer, masks, rng, step)
     sigma = float(np.exp(rng.uniform(np.log(sampling.sigma_min), np.log(sampling.sigma_max))))
@@ -122,7 +130,7 @@ def _step(
         sampled = sample_trajectories(
             network,
             graph,
-            graphs.machine,
+            machine,
             sampling.trajectories,
             sigma,
             generator,
@@ -130,12 +138,12 @@ def _step(
             uniform_backward=config.backward == "uniform",
         )
     speedups = sampled.schedules.speedups(scorer)
-    log_r = torch.from_numpy(log_reward(speedups, config.policy.n_devices, sigma)).float()
+    log_r = torch.from_numpy(log_reward(speedups, machine.n_devices, sigma)).float()
     zeta = log_r + sampled.log_pb - sampled.log_pf
 
     def loss_of(rewards: torch.Tensor, log_pf: torch.Tensor, log_pb: torch.Tensor) -> torch.Tensor:
         return _gflownet_loss(
-            config, network, graph, graphs.machine, masks, sigma, rewards, log_pf, log_pb
+            config, network, graph, machine, masks, sigma, rewards, log_pf, log_pb
         )
 
     if not replayed:
@@ -148,7 +156,7 @@ def _step(
         losses, norms = [], []
         for index in minibatches(rng, len(log_r), config.replay.epochs, config.replay.minibatches):
             replay = replay_trajectories(
-                network, graph, graphs.machine, sampled.actions[index], sigma, masks
+                network, graph, machine, sampled.actions[index], sigma, masks
             )
             loss = loss_of(log_r[index], replay.log_pf.sum(dim=1), sampled.log_pb[index])
             losses.append(float(loss.detach()))
@@ -161,16 +169,17 @@ def _step(
         "log_z": float(zeta.detach().mean()),
         "sigma": sigma,
         "ops": float(graph.n_ops),
+        "devices": float(machine.n_devices),
         "grad_norm": float(np.mean(norms)),
     }
 
 
 def _gflownet_loss(
     config: TrainConfig,
-    network: GFlowNetPolicy,
+    network: Policy,
     graph: Graph,
     machine: Machine,
-    masks: torch.Tensor,
+    masks: Any,
     sigma: float,
     log_r: torch.Tensor,
     log_pf: torch.Tensor,
@@ -179,18 +188,22 @@ def _gflownet_loss(
     """The configured GFlowNet loss of trajectories of one graph at one temperature."""
     if config.loss == "variance":
         return log_partition_variance_loss(log_r, log_pf, log_pb)
-    empty = torch.from_numpy(PartialSchedules(graph, machine, 1).features())
-    log_z = network.log_partition(empty, masks, torch.log(torch.tensor([sigma])))
+    log_sigma = torch.log(torch.tensor([sigma]))
+    if isinstance(network, GraphEncodedPolicy):
+        log_z = network.log_partition(network.encode(masks), log_sigma)
+    else:
+        empty = torch.from_numpy(PartialSchedules(graph, machine, 1).features())
+        log_z = network.log_partition(empty, masks, log_sigma)
     return trajectory_balance_loss(log_z, log_r, log_pf, log_pb)
 
 
 def _ppo_step(
     config: TrainConfig,
-    network: GFlowNetPolicy,
+    network: Policy,
     optimizer: torch.optim.Optimizer,
     graph: Graph,
     scorer: Scorer,
-    masks: torch.Tensor,
+    masks: Any,
     rng: np.random.Generator,
     step: int,
 ) -> dict[str, float]:
@@ -237,12 +250,13 @@ def _ppo_step(
         "log_z": float(zeta.mean()),
         "sigma": ppo.sigma,
         "ops": float(graph.n_ops),
+        "devices": float(machine.n_devices),
         **means,
     }
 
 
 def _validate(
-    config: TrainConfig, network: GFlowNetPolicy, graphs: _Graphs, ids: np.ndarray, step: int
+    config: TrainConfig, network: Policy, graphs: _Graphs, ids: np.ndarray, step: int
 ) -> dict[str, float]:
     """Mean speedup of schedules sampled at `inference_sigma` on the validation graphs."""
     network.eval()
@@ -275,7 +289,7 @@ class GFlowNetSystem(System):
 
     def network(self, config: Any) -> torch.nn.Module:
         """The untrained scheduling policy."""
-        return GFlowNetPolicy(config.policy)
+        return build_policy(config.policy)
 
     def updates_per_step(self, config: Any) -> int:
         """PPO's updates per step with the PPO loss, else one."""
@@ -293,13 +307,13 @@ class GFlowNetSystem(System):
         config, network, optimizer = run.config, run.network, run.optimizer
         machine = config.proxy.machine(config.policy.n_devices)
         if config.dataset.startswith(GRAPH_PREFIX):
-            graphs, train_ids, valid_ids = _graph_files(config, machine)
+            graphs, train_ids, valid_ids = _graph_files(config, machine, network)
         else:
             dataset, train_ids, valid_ids = training_graphs(
                 config.dataset, run.run_dir, config.run, run.phase
             )
             splits = {split: Dataset.open(dataset, split) for split in ("train", "valid")}
-            graphs = _Graphs(splits, machine)
+            graphs = _Graphs(splits, machine, network)
         return Session(
             lambda step: _step(config, network, optimizer, graphs, train_ids, step),
             lambda step: _validate(config, network, graphs, valid_ids, step),

@@ -1,0 +1,271 @@
+"""The per-graph GFlowNet policy: its environment views against plain twins, its sampler, and
+that it learns.
+
+The candidate lists, pair features, removable ops and static features are fast paths over the
+partial schedules' state; each is compared here with a plain recomputation from the state the
+paper's policy reads (`forward_mask`, `backward_mask`, `earliest_starts`, `list_prior`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
+from graphopt.ir.generators import generate
+from graphopt.ir.graph import Graph
+from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.systems.gflownet.config import GFlowNetConfig, TrainConfig
+from graphopt.learning.systems.gflownet.env import (
+    PAIR_FEATURES,
+    STATIC_FEATURES,
+    ActionError,
+    PartialSchedules,
+    log_reward,
+    static_features,
+)
+from graphopt.learning.systems.gflownet.network import GraphEncodedPolicy, build_policy
+from graphopt.learning.systems.gflownet.sampling import replay_trajectories, sample_trajectories
+from graphopt.solvers.list_scheduling import bottom_levels
+
+FAMILIES = ("layered", "erdos_renyi", "sbm", "watts_strogatz", "barabasi_albert")
+CONFIG = GFlowNetConfig(
+    hidden=16, layers=2, heads=2, condition=8, prior="list", encoding="per-graph"
+)
+
+
+def walk_randomly(graph: Graph, machine: Machine, batch: int, seed: int):
+    """Yields the partial schedules after each of a random walk's steps (the start included)."""
+    rng = np.random.default_rng(seed)
+    schedules = PartialSchedules(graph, machine, batch)
+    yield schedules
+    for _ in range(graph.n_ops):
+        ready = schedules.forward_mask()
+        ops = np.array([rng.choice(np.flatnonzero(row)) for row in ready])
+        schedules.step(ops, rng.integers(0, machine.n_devices, batch))
+        yield schedules
+
+
+def plain_pair_features(s: PartialSchedules, b: int, ops: list[int]) -> np.ndarray:
+    """[len(ops), d, len(PAIR_FEATURES)] from the schedule's arrays, one entry at a time."""
+    graph, d = s.graph, s.machine.n_devices
+    unit = graph.total_runtime / graph.n_ops
+    bottom = bottom_levels(graph)
+    starts = s.earliest_starts()[b]
+    earliest = min(starts[op, k] for op in ops for k in range(d))
+    free = [
+        max(
+            [s.finish[b, j] for j in range(graph.n_ops) if s.added[b, j] and s.device[b, j] == k],
+            default=0.0,
+        )
+        for k in range(d)
+    ]
+    out = np.zeros((len(ops), d, len(PAIR_FEATURES)))
+    for i, op in enumerate(ops):
+        sizes = {}
+        for t in graph.inputs(op):
+            home = int(s.device[b, graph.tensor_producer[t]])
+            sizes[home] = sizes.get(home, 0.0) + float(graph.tensor_size[t])
+        total_in = sum(sizes.values())
+        for k in range(d):
+            load = sum(
+                graph.op_runtime[j]
+                for j in range(graph.n_ops)
+                if s.added[b, j] and s.device[b, j] == k
+            )
+            out[i, k] = [
+                bottom[op] / bottom.max(),
+                math.log1p((starts[op, k] - earliest) / unit),
+                math.log1p((free[k] - min(free)) / unit),
+                sizes.get(k, 0.0) / total_in if total_in > 0 else 0.0,
+                float(not any(s.added[b, j] and s.device[b, j] == k for j in range(graph.n_ops))),
+                load / (graph.total_runtime / d),
+                s.steps / graph.n_ops,
+            ]
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("window", [3, 64])
+def test_candidates_pair_features_and_removable_ops_equal_plain_twins(family, window) -> None:
+    graph = generate(family, 24, seed=3)
+    machine = Machine(3, latency=1e-6, bandwidth=1e9)
+    bottom = bottom_levels(graph)
+    for step, s in enumerate(walk_randomly(graph, machine, 3, seed=5)):
+        if s.done:
+            break
+        ops, counts = s.candidates(window)
+        ready = s.forward_mask()
+        features, prior = s.pair_features(ops, counts)
+        full_prior = s.list_prior()
+        row = 0
+        for b in range(s.batch):
+            chosen = [int(op) for op in ops[b, : counts[b]]]
+            assert (ops[b, counts[b] :] == -1).all()
+            free = np.flatnonzero(ready[b])
+            assert set(chosen) <= set(free.tolist()) and counts[b] == min(window, free.size)
+            # the window holds the ready ops of largest bottom level, largest first
+            assert sorted(bottom[chosen], reverse=True) == list(bottom[chosen])
+            assert sorted(bottom[free], reverse=True)[: counts[b]] == list(bottom[chosen])
+            twin = plain_pair_features(s, b, chosen)
+            np.testing.assert_allclose(features[row : row + counts[b]], twin, rtol=1e-5, atol=1e-6)
+            if counts[b] == free.size:  # the whole ready set: list_prior's earliest start too
+                np.testing.assert_allclose(
+                    prior[row : row + counts[b]], full_prior[b, chosen], rtol=1e-5, atol=1e-5
+                )
+            row += counts[b]
+        assert row == features.shape[0]
+        removable = s.removable()
+        mask = s.backward_mask()
+        for b in range(s.batch):
+            assert set(removable[b][removable[b] >= 0].tolist()) == set(
+                np.flatnonzero(mask[b]).tolist()
+            )
+        assert np.allclose(s.proxy_makespans(), np.where(s.added, s.finish, 0.0).max(axis=1))
+        assert step < graph.n_ops
+
+
+def transfer(graph: Graph, machine: Machine, tensors: list[int]) -> float:
+    """Seconds to send each of `tensors` once."""
+    return sum(machine.latency + graph.tensor_size[t] / machine.bandwidth for t in tensors)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_static_features_equal_plain_twins(family) -> None:
+    graph = generate(family, 30, seed=2)
+    machine = Machine(4, latency=2e-6, bandwidth=5e9)
+    features = static_features(graph, machine)
+    assert features.shape == (graph.n_ops, len(STATIC_FEATURES))
+    unit = graph.total_runtime / graph.n_ops
+    bottom = bottom_levels(graph)
+    top = np.zeros(graph.n_ops)
+    for op in graph.topological_order:
+        for t in graph.outputs(op):
+            for c in graph.consumers(t):
+                top[c] = max(top[c], top[op] + graph.op_runtime[op])
+    for op in range(graph.n_ops):
+        inputs, outputs = list(graph.inputs(op)), list(graph.outputs(op))
+        expected = [
+            math.log1p(graph.op_runtime[op] / unit),
+            bottom[op] / bottom.max(),
+            top[op] / bottom.max(),
+            math.log1p(len(inputs)),
+            math.log1p(len(outputs)),
+            math.log1p(transfer(graph, machine, outputs) / unit),
+            math.log1p(transfer(graph, machine, inputs) / unit),
+        ]
+        np.testing.assert_allclose(features[op], expected, rtol=1e-5, atol=1e-6)
+
+
+def sample(policy, graph, machine, batch=6, sigma=0.3, seed=0, **kwargs):
+    with torch.no_grad():
+        return sample_trajectories(
+            policy, graph, machine, batch, sigma, torch.Generator().manual_seed(seed), **kwargs
+        )
+
+
+@pytest.mark.parametrize("devices", [1, 2, 3, 8])
+def test_one_policy_samples_valid_seeded_schedules_on_any_device_count(devices) -> None:
+    torch.manual_seed(0)
+    policy = build_policy(CONFIG).eval()
+    assert isinstance(policy, GraphEncodedPolicy)
+    graph = generate("layered", 30, seed=4)
+    machine = Machine(devices)
+    first, again = sample(policy, graph, machine), sample(policy, graph, machine)
+    assert torch.equal(first.actions, again.actions)
+    assert torch.equal(first.log_pf, again.log_pf)
+    placements, events = first.schedules.solutions()
+    scorer = Scorer(graph, machine)
+    for b in range(first.actions.shape[0]):
+        _, makespan, violations = scorer.evaluate(placements[b], events[b])
+        assert violations[0] == 0
+        # free transfers: the proxy's start times are the contract's makespan
+        assert makespan == pytest.approx(first.schedules.proxy_makespans()[b], rel=1e-9)
+    assert bool((first.log_pf <= 0).all()) and bool((first.log_pb <= 0).all())
+    assert not torch.equal(first.actions, sample(policy, graph, machine, seed=1).actions)
+
+
+def test_replaying_the_actions_gives_the_sampled_log_probabilities() -> None:
+    torch.manual_seed(1)
+    policy = build_policy(CONFIG)
+    graph, machine = generate("erdos_renyi", 25, seed=2), Machine(3, bandwidth=1e9)
+    sampled = sample(policy, graph, machine, sigma=0.7)
+    replay = replay_trajectories(policy, graph, machine, sampled.actions, 0.7)
+    torch.testing.assert_close(replay.log_pf, sampled.step_log_pf, rtol=1e-5, atol=1e-5)
+    assert bool((replay.entropy >= -1e-6).all())
+    (replay.log_pf.sum() + replay.entropy.sum()).backward()
+    assert all(p.grad is not None for p in policy.forward_head.parameters())
+    assert all(p.grad is not None for p in policy.encoder.parameters())
+    bad = sampled.actions.clone()
+    bad[0, 0] = bad[0, -1]  # the last op is not ready at the start
+    with pytest.raises(ActionError, match="schedule 0: action"):
+        replay_trajectories(policy, graph, machine, bad, 0.7)
+
+
+def test_pins_are_kept_and_one_temperature_per_batch_is_required() -> None:
+    policy = build_policy(CONFIG).eval()
+    graph, machine = generate("sbm", 20, seed=1), Machine(4)
+    pinned = np.full(graph.n_ops, -1)
+    pinned[::3] = 2
+    placements, _ = sample(policy, graph, machine, pinned=pinned).schedules.solutions()
+    assert (placements[:, ::3] == 2).all()
+    with pytest.raises(ValueError, match="one temperature"):
+        sample(policy, graph, machine, sigma=torch.tensor([0.1, 0.2, 0.1, 0.1, 0.1, 0.1]))
+
+
+def test_a_narrow_window_only_offers_the_ops_of_largest_bottom_level() -> None:
+    policy = build_policy(GFlowNetConfig(**{**CONFIG.__dict__, "window": 1})).eval()
+    graph, machine = generate("layered", 30, seed=6), Machine(2)
+    sampled = sample(policy, graph, machine)
+    bottom = bottom_levels(graph)
+    for b in range(sampled.actions.shape[0]):
+        s = PartialSchedules(graph, machine, 1)
+        for action in sampled.actions[b].tolist():
+            ready = np.flatnonzero(s.forward_mask()[0])
+            op = action // 2
+            assert bottom[op] == bottom[ready].max()
+            s.step(np.array([op]), np.array([action % 2]))
+
+
+def test_the_variance_loss_raises_the_sampled_speedup_on_a_toy_graph() -> None:
+    """40 seeded updates on one 10-op graph, 2 devices, no prior: the mean speedup of 128
+    schedules rises (1.33 -> 1.62 when written)."""
+    graph, machine = generate("layered", 10, seed=1), Machine(2)
+    scorer, sigma = Scorer(graph, machine), 0.1
+    torch.manual_seed(0)
+    policy = build_policy(
+        GFlowNetConfig(hidden=32, layers=2, heads=2, condition=16, encoding="per-graph")
+    )
+    optimizer = torch.optim.Adam(policy.parameters(), 3e-3)
+    context = policy.context(graph, machine)
+
+    def mean_speedup() -> float:
+        drawn = sample(policy, graph, machine, batch=128, sigma=sigma, seed=123, context=context)
+        return float(drawn.schedules.speedups(scorer).mean())
+
+    before = mean_speedup()
+    for step in range(40):
+        drawn = sample_trajectories(
+            policy, graph, machine, 16, sigma, torch.Generator().manual_seed(step), context
+        )
+        log_r = torch.from_numpy(log_reward(drawn.schedules.speedups(scorer), 2, sigma)).float()
+        loss = log_partition_variance_loss(log_r, drawn.log_pf, drawn.log_pb)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    after = mean_speedup()
+    assert after > before + 0.1, (before, after)
+
+
+def test_devices_in_a_training_config_need_a_per_graph_policy() -> None:
+    with pytest.raises(TrainingError, match='devices needs a "per-graph" policy'):
+        TrainConfig.from_dict({"devices": [2, 4]})
+    with pytest.raises(TrainingError, match=r"devices must be in \[1, "):
+        TrainConfig.from_dict({"devices": [0], "policy": {"encoding": "per-graph"}})
+    config = TrainConfig.from_dict({"devices": [2, 8], "policy": {"encoding": "per-graph"}})
+    assert config.devices == (2, 8)
