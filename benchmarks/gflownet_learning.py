@@ -26,21 +26,20 @@ from rich.table import Table
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
 from graphopt.evaluation.metrics import mean_with_ci
-from graphopt.learning.encoders.topoformer import relation_masks
 from graphopt.learning.systems.gflownet.config import TrainConfig
-from graphopt.learning.systems.gflownet.network import GFlowNetPolicy
+from graphopt.learning.systems.gflownet.network import Policy, build_policy
 from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.systems.gflownet.solver import load_gflownet_policy
 from graphopt.papers.gflownet import list_scheduling_schedules
 from graphopt.solvers.base import Objective, Problem
 
 
-def speedups(policy: GFlowNetPolicy, graph, machine, samples: int, sigma: float, seed: int):
+def speedups(policy: Policy, graph, machine, samples: int, sigma: float, seed: int):
     """Proxy speedups of `samples` schedules of `graph` drawn at `sigma` with seed `seed`."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         drawn = sample_trajectories(
-            policy, graph, machine, samples, sigma, generator, relation_masks(graph)
+            policy, graph, machine, samples, sigma, generator, policy.context(graph, machine)
         )
     return drawn.schedules.speedups(Scorer(graph, machine))
 
@@ -55,7 +54,7 @@ def main() -> None:
     config = TrainConfig.load(args.run / "config.json")
     machine = config.proxy.machine(config.policy.n_devices)
     torch.manual_seed(config.run.seed)
-    start = GFlowNetPolicy(config.policy).eval()
+    start = build_policy(config.policy).eval()
     trained, sigma = load_gflownet_policy(str(args.run / "best.pt"), config.policy.n_devices)
     test = Dataset.open(args.run / "dataset", "test")
     ids = np.unique(np.linspace(0, len(test) - 1, args.graphs).round().astype(int))

@@ -280,6 +280,31 @@ def test_bench_cli_cold(tmp_path: Path) -> None:
     )
 
 
+def test_bench_gflownet(tmp_path: Path) -> None:
+    out = tmp_path / "gflownet.json"
+    result = run_script("bench_gflownet.py", "--quick", "--json", out)
+    assert "GFlowNet sampling" in result.stdout
+    results = json.loads(out.read_text())
+    assert results["quick"] and results["sizes"]["ops"] == 20
+    assert results["policies"] == {"per-state": "untrained", "per-graph": "untrained"}
+    encodings = ("per-state", "per-graph")
+    a, b, c, d = (results[f"row_{row}"] for row in "abcd")
+    for encoding in encodings:
+        assert len(a[encoding]["seconds"]) == results["sizes"]["repeats"]
+        assert_positive(a[encoding], ["median", "batch"])
+        assert_positive(b[encoding], ["samples", "seconds", "seconds_per_schedule", "batch"])
+        assert d[encoding]["evaluations"] == results["sizes"]["cli_budget"]
+        assert_positive(d[encoding], ["wall_seconds", "seconds", "makespan"])
+    for family in ("erdos_renyi", "layered"):
+        assert_positive(c[family], ["seconds", "peak_rss_bytes", "rss_before_sampling_bytes"])
+        assert c[family]["peak_rss_bytes"] >= c[family]["rss_before_sampling_bytes"]
+        assert c[family]["pass"] is None  # --quick: not at the bar's sizes
+    assert_positive(a, ["ratio"])
+    assert_positive(b, ["ratio"])
+    assert_positive(d, ["ratio"])
+    assert a["pass"] is None and d["pass"] is None
+
+
 def test_gflownet_target(tmp_path: Path) -> None:
     out = tmp_path / "target.json"
     run_script("gflownet_target.py", "--samples", "30", "--ops", "12", "--json", out)

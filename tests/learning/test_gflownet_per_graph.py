@@ -269,3 +269,26 @@ def test_devices_in_a_training_config_need_a_per_graph_policy() -> None:
         TrainConfig.from_dict({"devices": [0], "policy": {"encoding": "per-graph"}})
     config = TrainConfig.from_dict({"devices": [2, 8], "policy": {"encoding": "per-graph"}})
     assert config.devices == (2, 8)
+
+
+def test_the_untrained_policy_is_its_list_scheduling_prior() -> None:
+    """The heads' output layers start at zero: P_F is the prior's softmax, P_B uniform."""
+    policy = build_policy(CONFIG).eval()
+    graph, machine = generate("layered", 20, seed=3), Machine(3)
+    schedules = PartialSchedules(graph, machine, 2)
+    ops, counts = schedules.candidates(CONFIG.window)
+    pairs, prior = schedules.pair_features(ops, counts)
+    with torch.no_grad():
+        prepared = policy.prepare(policy.context(graph, machine), math.log(0.01))
+        logits = policy.forward_logits(
+            prepared,
+            torch.from_numpy(ops[ops >= 0]),
+            torch.from_numpy(pairs),
+            torch.from_numpy(prior),
+        )
+    torch.testing.assert_close(logits, torch.from_numpy(prior).sum(dim=-1))
+    sampled = sample(policy, graph, machine, batch=4, sigma=0.01)
+    uniform = sample_trajectories(
+        policy, graph, machine, 4, 0.01, torch.Generator().manual_seed(0), uniform_backward=True
+    )
+    torch.testing.assert_close(sampled.log_pb, uniform.log_pb)

@@ -566,12 +566,19 @@ def _pair_features(
     starts = np.empty((width, d))
     here = np.empty((width, d))
     inputs = np.empty(width)
+    wait = np.empty(d)
+    empty = np.empty(d)
+    busy = np.empty(d)
     row = 0
     for b in range(ops.shape[0]):
         earliest = np.inf
         first_free = np.inf
         for k in range(d):
             first_free = min(first_free, device_free[b, k])
+        for k in range(d):  # what depends on the device alone
+            wait[k] = np.log1p((device_free[b, k] - first_free) / unit)
+            empty[k] = 1.0 if last_on_device[b, k] < 0 else 0.0
+            busy[k] = load[b, k] / share
         for r in range(counts[b]):
             op = ops[b, r]
             for k in range(d):
@@ -592,14 +599,16 @@ def _pair_features(
                 earliest = min(earliest, starts[r, k])
         for r in range(counts[b]):
             op = ops[b, r]
+            level = bottom[op] / critical
+            scale = 1.0 / inputs[r] if inputs[r] > 0 else 0.0
             for k in range(d):
                 delay = (starts[r, k] - earliest) / unit
-                features[row, k, 0] = bottom[op] / critical
+                features[row, k, 0] = level
                 features[row, k, 1] = np.log1p(delay)
-                features[row, k, 2] = np.log1p((device_free[b, k] - first_free) / unit)
-                features[row, k, 3] = here[r, k] / inputs[r] if inputs[r] > 0 else 0.0
-                features[row, k, 4] = 1.0 if last_on_device[b, k] < 0 else 0.0
-                features[row, k, 5] = load[b, k] / share
+                features[row, k, 2] = wait[k]
+                features[row, k, 3] = here[r, k] * scale
+                features[row, k, 4] = empty[k]
+                features[row, k, 5] = busy[k]
                 features[row, k, 6] = progress
                 prior[row, k, 0] = bottom[op]
                 prior[row, k, 1] = -delay

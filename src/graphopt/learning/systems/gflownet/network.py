@@ -146,6 +146,9 @@ class _PairHead(nn.Module):
 
     At one temperature FiLM's scale and shift fold into A = W_h h and W (`fold`, once per
     batch of samples), so a step costs one small matmul over the pair features and a gather.
+    The output layer starts at zero: an untrained policy adds nothing to its prior (with the
+    'list' prior it samples as a randomized list scheduler; P_B starts uniform), and training
+    learns what to change.
     """
 
     def __init__(self, hidden: int, condition: int, pair: int) -> None:
@@ -154,10 +157,10 @@ class _PairHead(nn.Module):
         self.pair = nn.Linear(pair, hidden, bias=False)
         self.scale = nn.Linear(condition, hidden)
         self.shift = nn.Linear(condition, hidden)
-        for layer in (self.scale, self.shift):
+        self.out = nn.Linear(hidden, 1)
+        for layer in (self.scale, self.shift, self.out):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
-        self.out = nn.Linear(hidden, 1)
 
     def fold(self, h: Tensor, condition: Tensor) -> tuple[Tensor, Tensor]:
         """([n + 1, hidden] scale * A + shift per op, and a row for padding; [P, hidden] W')."""

@@ -54,6 +54,7 @@ def sample_trajectories(
     context: object | None = None,
     pinned: np.ndarray | None = None,
     uniform_backward: bool = False,
+    backward: bool = True,
 ) -> Trajectories:
     """Samples `batch` schedules of `graph` from P_F at temperature `sigma`, op by op.
 
@@ -73,6 +74,8 @@ def sample_trajectories(
             policy never offers another device to a pinned op.
         uniform_backward: log P_B of a fixed uniform choice among the removable ops instead of
             the backward head's (a GFlowNet may learn P_B or fix it).
+        backward: False: a per-graph policy skips log P_B (left 0), which only the losses
+            need (the solver samples without it).
     """
     d = _devices(policy, machine)
     log_sigma = _log_sigma(sigma, batch)
@@ -172,7 +175,9 @@ def replay_trajectories(
     log_sigma = _log_sigma(sigma, batch)
     context = policy.context(graph, machine) if context is None else context
     if isinstance(policy, GraphEncodedPolicy):
-        walked = _walk(policy, graph, machine, log_sigma, context, None, True, None, actions)
+        walked = _walk(
+            policy, graph, machine, log_sigma, context, None, True, None, actions, backward=False
+        )
         return Replay(walked.schedules, walked.step_log_pf, walked.entropy)
     masks = context
     schedules = PartialSchedules(graph, machine, batch)
@@ -236,6 +241,7 @@ def _walk(
     uniform_backward: bool,
     generator: torch.Generator | None,
     forced: Tensor | None = None,
+    backward: bool = True,
 ) -> Trajectories | _Walk:
     """Runs a per-graph policy over B schedules, sampling each action or taking `forced`'s.
 
@@ -257,7 +263,7 @@ def _walk(
     entropies = []
     last = None
     for step in range(n + 1):
-        if last is not None:
+        if last is not None and backward:
             removable = torch.from_numpy(schedules.removable())
             can = removable >= 0
             if uniform_backward:

@@ -231,6 +231,7 @@ class BatchSampler:
                 generator,
                 self.context,
                 problem.pinned,
+                backward=False,
             )
         placements, events = sampled.schedules.solutions()
         return list(zip(placements, events, strict=True))
