@@ -9,6 +9,8 @@ paper's policy reads (`forward_mask`, `backward_mask`, `earliest_starts`, `list_
 from __future__ import annotations
 
 import math
+import platform
+import sys
 
 import numpy as np
 import pytest
@@ -18,6 +20,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
+from graphopt.learning.memory import _malloc_trim, release_freed_memory
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
 from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.systems.gflownet.config import GFlowNetConfig, TrainConfig
@@ -292,3 +295,20 @@ def test_the_untrained_policy_is_its_list_scheduling_prior() -> None:
         policy, graph, machine, 4, 0.01, torch.Generator().manual_seed(0), uniform_backward=True
     )
     torch.testing.assert_close(sampled.log_pb, uniform.log_pb)
+
+
+def test_sampling_without_the_backward_policy_draws_the_same_schedules() -> None:
+    """The solver skips P_B (`backward=False`): same actions and log P_F, log P_B left 0."""
+    torch.manual_seed(2)
+    policy = build_policy(CONFIG).eval()
+    graph, machine = generate("barabasi_albert", 25, seed=2), Machine(3)
+    full, light = sample(policy, graph, machine), sample(policy, graph, machine, backward=False)
+    assert torch.equal(full.actions, light.actions) and torch.equal(full.log_pf, light.log_pf)
+    assert bool((full.log_pb < 0).all()) and bool((light.log_pb == 0).all())
+
+
+def test_freed_heap_memory_can_be_given_back() -> None:
+    """glibc's malloc_trim is found on Linux (the walk calls it every `TRIM_EVERY` steps)."""
+    if sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc":
+        assert _malloc_trim() is not None
+    release_freed_memory()

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import graphopt.learning.systems.gflownet.solver as gflownet_module
 from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
@@ -55,9 +56,15 @@ def test_samples_are_offered_until_the_budget_ends(checkpoint) -> None:
     assert full.solve(problem(), Budget(evaluations=1000)).solution.solver["evaluations"] == 31
 
 
-def test_checkpoints_that_do_not_fit_are_refused(checkpoint) -> None:
-    with pytest.raises(SolverError, match="no shipped gflownet policy for makespan on 2 dev"):
-        gflownet().solve(problem(), Budget(evaluations=10))
+def test_checkpoints_that_do_not_fit_are_refused(checkpoint, monkeypatch) -> None:
+    paper = str(SHIPPED / "gflownet-paper-makespan-d4.pt")  # the paper's policy: 4 devices
+    with pytest.raises(SolverError, match="policy for 4 devices, the machine has 2"):
+        gflownet(paper).solve(problem(), Budget(evaluations=10))
+    assert gflownet(paper).solve(problem(devices=4), Budget(evaluations=6)).evaluations == 6
+    with monkeypatch.context() as patch:
+        patch.setattr(gflownet_module, "shipped_policy_path", lambda *_: None)
+        with pytest.raises(SolverError, match="no shipped gflownet policy for makespan on 2 dev"):
+            gflownet().solve(problem(), Budget(evaluations=10))
     with pytest.raises(SolverError, match="policy for 2 devices, the machine has 3"):
         gflownet(str(checkpoint)).solve(problem(devices=3), Budget(evaluations=10))
     with pytest.raises(SolverError, match="graphopt.gflownet-policy/1"):
@@ -164,9 +171,18 @@ def test_optimize_returns_and_the_cli_writes_the_top_k(checkpoint, tmp_path) -> 
     assert lone.exit_code == 2 and "give --candidates DIR too" in lone.output
 
 
-def test_the_shipped_policy_is_the_shipped_configs_run() -> None:
-    path = SHIPPED / "gflownet-makespan-d4.pt"
-    record = read_checkpoint(path, GFLOWNET_FORMAT)
-    assert TrainConfig.from_dict(json.loads(record["train_config"])) == TrainConfig.load("gflownet")
-    result = gflownet().solve(problem(devices=4), Budget(evaluations=16), seed=0)
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [("gflownet-makespan.pt", "gflownet-graph"), ("gflownet-paper-makespan-d4.pt", "gflownet")],
+)
+def test_the_shipped_policies_are_the_shipped_configs_runs(name, config) -> None:
+    record = read_checkpoint(SHIPPED / name, GFLOWNET_FORMAT)
+    assert TrainConfig.from_dict(json.loads(record["train_config"])) == TrainConfig.load(config)
+
+
+@pytest.mark.parametrize("devices", [2, 3, 4, 8])
+def test_the_default_policy_serves_every_device_count(devices) -> None:
+    task = problem(devices=devices)
+    result = gflownet().solve(task, Budget(evaluations=16), seed=0)
     assert result.evaluations == 16 and result.solution.solver["name"] == "gflownet"
+    assert Scorer(task.graph, task.machine).score(result.solution).makespan == result.value

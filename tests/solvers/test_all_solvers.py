@@ -9,7 +9,6 @@ from graphopt.costmodels._reference import reference_check, reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.validity import Violation
 from graphopt.ir.generators import generate
-from graphopt.learning.systems.gflownet.solver import SHIPPED_DEVICES
 from graphopt.solvers.base import Budget, Objective, Problem
 from graphopt.solvers.registry import SOLVERS, make_solver
 
@@ -18,16 +17,15 @@ def budget_for(name: str) -> Budget:
     return Budget(seconds=20.0) if name == "cp-sat" else Budget(evaluations=300)
 
 
-def devices_for(name: str) -> int:
-    """2, or the device count a learned solver ships its only policy for."""
-    return SHIPPED_DEVICES if name == "gflownet" else 2
+DEVICES = 2
+"""The device count every solver is tested on (each shipped policy serves it)."""
 
 
 @pytest.mark.parametrize("objective", list(Objective))
 @pytest.mark.parametrize("name", list(SOLVERS))
 def test_output_is_valid_and_claims_are_exact(name: str, objective: Objective) -> None:
     graph = generate("erdos_renyi", 10, seed=4)
-    machine = Machine(devices_for(name), latency=0.01, bandwidth=1e7)
+    machine = Machine(DEVICES, latency=0.01, bandwidth=1e7)
     solver = make_solver(name)
     if objective not in solver.objectives:
         pytest.skip(f"{name} does not optimize {objective.value}")
@@ -52,7 +50,7 @@ def test_no_solver_beats_a_proven_optimum(objective: Objective, seed: int) -> No
     for name in SOLVERS:
         if name == "cp-sat" or objective not in make_solver(name).objectives:
             continue
-        problem = Problem(graph, Machine(devices_for(name)), objective)
+        problem = Problem(graph, Machine(DEVICES), objective)
         if problem.machine.n_devices not in optima:
             exact = make_solver("cp-sat").solve(problem, Budget(seconds=30.0))
             assert exact.status == "optimal"

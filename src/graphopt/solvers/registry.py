@@ -206,8 +206,9 @@ SOLVERS: dict[str, SolverEntry] = {
     "gflownet": SolverEntry(
         "graphopt.learning.systems.gflownet.solver",
         "gflownet",
-        "GFlowNet: shipped Topoformer policy samples up to 1,000 schedules within the budget, "
-        "best kept (paper 004; makespan, 4 devices)",
+        "GFlowNet: the shipped per-graph policy samples up to 1,000 schedules within the "
+        "budget, HEFT's schedule scored beside them, best kept (paper 004; makespan, any "
+        "device count)",
         learned=True,
         samples=True,
     ),

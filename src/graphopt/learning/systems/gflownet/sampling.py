@@ -18,6 +18,7 @@ from torch import Tensor
 
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
+from graphopt.learning.memory import release_freed_memory
 from graphopt.learning.systems.gflownet.env import ActionError, PartialSchedules
 from graphopt.learning.systems.gflownet.network import GraphEncodedPolicy, Policy
 
@@ -83,7 +84,15 @@ def sample_trajectories(
     context = policy.context(graph, machine) if context is None else context
     if isinstance(policy, GraphEncodedPolicy):
         return _walk(
-            policy, graph, machine, log_sigma, context, allowed, uniform_backward, generator
+            policy,
+            graph,
+            machine,
+            log_sigma,
+            context,
+            allowed,
+            uniform_backward,
+            generator,
+            backward=backward,
         )
     masks = context
     schedules = PartialSchedules(graph, machine, batch)
@@ -219,6 +228,10 @@ def _log_sigma(sigma: float | Tensor, batch: int) -> Tensor:
     return torch.log(sigmas)
 
 
+TRIM_EVERY = 16
+"""Steps between two `release_freed_memory` calls of a per-graph walk (`learning.memory`)."""
+
+
 @dataclass
 class _Walk:
     """What `_walk` returns: the trajectories, and the per-step entropy a replay needs."""
@@ -310,6 +323,8 @@ def _walk(
         step_log_pf.append(taken if forced is not None else taken.detach())
         last = op
         schedules.step(op.numpy(), (actions[:, step] % d).numpy())
+        if step % TRIM_EVERY == TRIM_EVERY - 1:
+            release_freed_memory()
     steps = torch.stack(step_log_pf, dim=1) if step_log_pf else torch.zeros(batch, 0)
     if forced is not None:
         return _Walk(schedules, log_pf, log_pb, actions, steps, torch.stack(entropies, dim=1))

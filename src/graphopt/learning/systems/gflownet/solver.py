@@ -22,9 +22,10 @@ HEFT's schedule is scored first and offered as one more candidate (one evaluatio
 solver is never worse than HEFT; its note says whether a sampled schedule beat it, and by how
 much.
 
-Without a `policy`, the one shipped for the machine's device count is used
-(`graphopt/policies/gflownet-makespan-d<d>.pt`, else `gflownet-makespan.pt`, a per-graph policy
-that serves any count).
+Without a `policy`, the shipped one is used (`graphopt/policies/gflownet-makespan.pt`, a
+per-graph policy that serves any device count; a `gflownet-makespan-d<d>.pt` would take
+precedence for its count). Paper 004's per-state policy ships beside it as
+`gflownet-paper-makespan-d4.pt`, for `--policy`.
 """
 
 from __future__ import annotations
@@ -172,10 +173,6 @@ class GFlowNetSamplerConfig:
             raise SolverError(f"temperature sigma must be > 0, got {self.sigma}")
 
 
-SHIPPED_DEVICES = 4
-"""The device count of the shipped policy (paper 004's setting)."""
-
-
 @cache
 def load_gflownet_policy(path: str, n_devices: int) -> tuple[Policy, float]:
     """A GFlowNet checkpoint's policy for `n_devices` devices, and its default temperature.
@@ -267,9 +264,8 @@ class GFlowNet(Solver):
         path = self.config.policy or shipped_policy_path("gflownet", "makespan", d)
         if path is None:
             raise SolverError(
-                f"no shipped gflownet policy for makespan on {d} devices (shipped: "
-                f"{SHIPPED_DEVICES}); train one with `graphopt train gflownet CONFIG` and pass "
-                "it with --policy"
+                f"no shipped gflownet policy for makespan on {d} devices; train one with "
+                "`graphopt train gflownet CONFIG` and pass it with --policy"
             )
         try:
             policy, sigma = load_gflownet_policy(path, d)
