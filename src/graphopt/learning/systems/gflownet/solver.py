@@ -30,6 +30,7 @@ precedence for its count). Paper 004's per-state policy ships beside it as
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator
 from contextlib import suppress
@@ -316,15 +317,19 @@ class GFlowNet(Solver):
         tracker.offer(placement, events, peaks, span)
 
     def _against_heft(self, problem: Problem) -> str:
-        """The note comparing the best sampled schedule with HEFT's."""
+        """The note comparing the best sampled schedule with HEFT's (makespans, within capacity)."""
         placement, events = self.heft[0]
         heft = problem.scorer.evaluate(placement, events)[1]
+        best = self.best_sampled
         if not self.sampled:
             return "only HEFT's schedule was scored: the budget allowed no sample"
-        gain = 100.0 * (heft / self.best_sampled - 1.0)
-        if gain > 0:
-            return f"the best sampled schedule is {gain:.2f}% faster than HEFT's"
-        return f"no sampled schedule beat HEFT's ({-gain:.2f}% slower at best); HEFT's is kept"
+        if math.isinf(best):
+            return "no sampled schedule fits the capacity; HEFT's schedule is kept"
+        if best < heft:
+            faster = 100.0 * (1.0 - best / heft)
+            return f"the best sampled schedule is {faster:.2f}% faster than HEFT's"
+        slower = 100.0 * (best / heft - 1.0) if heft > 0 else 0.0
+        return f"no sampled schedule beat HEFT's ({slower:.2f}% slower at best); HEFT's is kept"
 
     def _offer(self, problem: Problem, tracker: Tracker, batch: Schedules) -> None:
         """Scores every schedule of `batch`, keeps them, and offers the batch to the tracker.
