@@ -582,21 +582,17 @@ def _pair_features(
         for r in range(counts[b]):
             op = ops[b, r]
             for k in range(d):
-                starts[r, k] = device_free[b, k]
+                starts[r, k] = _start_on(
+                    g, durations, op, k, finish[b], device_of[b], device_free[b]
+                )
+                earliest = min(earliest, starts[r, k])
                 here[r, k] = 0.0
             inputs[r] = 0.0
             for e in range(g.op_input_ptr[op], g.op_input_ptr[op + 1]):
                 t = g.op_input_tensor[e]
-                producer = g.tensor_producer[t]
-                home = device_of[b, producer]
-                arrival = finish[b, producer]
-                for k in range(d):
-                    starts[r, k] = max(starts[r, k], arrival + (durations[t] if k != home else 0.0))
                 size = float(g.tensor_size[t])
-                here[r, home] += size
+                here[r, device_of[b, g.tensor_producer[t]]] += size
                 inputs[r] += size
-            for k in range(d):
-                earliest = min(earliest, starts[r, k])
         for r in range(counts[b]):
             op = ops[b, r]
             level = bottom[op] / critical

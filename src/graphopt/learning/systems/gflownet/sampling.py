@@ -93,7 +93,7 @@ def sample_trajectories(
             uniform_backward,
             generator,
             backward=backward,
-        )
+        )[0]
     masks = context
     schedules = PartialSchedules(graph, machine, batch)
     rows = torch.arange(batch)
@@ -184,10 +184,10 @@ def replay_trajectories(
     log_sigma = _log_sigma(sigma, batch)
     context = policy.context(graph, machine) if context is None else context
     if isinstance(policy, GraphEncodedPolicy):
-        walked = _walk(
+        walked, entropy = _walk(
             policy, graph, machine, log_sigma, context, None, True, None, actions, backward=False
         )
-        return Replay(walked.schedules, walked.step_log_pf, walked.entropy)
+        return Replay(walked.schedules, walked.step_log_pf, entropy)
     masks = context
     schedules = PartialSchedules(graph, machine, batch)
     features, ready, priors = [], [], []
@@ -232,18 +232,6 @@ TRIM_EVERY = 16
 """Steps between two `release_freed_memory` calls of a per-graph walk (`learning.memory`)."""
 
 
-@dataclass
-class _Walk:
-    """What `_walk` returns: the trajectories, and the per-step entropy a replay needs."""
-
-    schedules: PartialSchedules
-    log_pf: Tensor
-    log_pb: Tensor
-    actions: Tensor
-    step_log_pf: Tensor
-    entropy: Tensor
-
-
 def _walk(
     policy: GraphEncodedPolicy,
     graph: Graph,
@@ -255,13 +243,13 @@ def _walk(
     generator: torch.Generator | None,
     forced: Tensor | None = None,
     backward: bool = True,
-) -> Trajectories | _Walk:
+) -> tuple[Trajectories, Tensor | None]:
     """Runs a per-graph policy over B schedules, sampling each action or taking `forced`'s.
 
     The graph is encoded once; each step builds its candidates' features (`PartialSchedules.
     candidates`, `pair_features`: O(B x ready x d)) and runs the light heads on them. With
-    `forced` ([B, n] actions, op * d + device) the actions are replayed and `_Walk` also holds
-    each step's entropy, under gradient when enabled (PPO's replays); else `Trajectories`.
+    `forced` ([B, n] actions, op * d + device) the actions are replayed and the second result
+    holds each step's entropy, under gradient when enabled (PPO's replays); else it is None.
     """
     d, n = machine.n_devices, graph.n_ops
     batch = log_sigma.shape[0]
@@ -326,9 +314,8 @@ def _walk(
         if step % TRIM_EVERY == TRIM_EVERY - 1:
             release_freed_memory()
     steps = torch.stack(step_log_pf, dim=1) if step_log_pf else torch.zeros(batch, 0)
-    if forced is not None:
-        return _Walk(schedules, log_pf, log_pb, actions, steps, torch.stack(entropies, dim=1))
-    return Trajectories(schedules, log_pf, log_pb, log_sigma, actions, steps)
+    walked = Trajectories(schedules, log_pf, log_pb, log_sigma, actions, steps)
+    return walked, torch.stack(entropies, dim=1) if forced is not None else None
 
 
 def _allowed_devices(pinned: np.ndarray | None, n: int, d: int) -> Tensor | None:
