@@ -1,7 +1,7 @@
 """Does the GFlowNet scheduler beat HEFT on graphs it never saw? Best of K against HEFT.
 
     .venv/bin/python benchmarks/gflownet_heldout.py RUN_DIR [--devices 2,4,8] [--samples 100]
-        [--sizes 50,200] [--seeds 2] [--zoo resnet18,...] [--json out.json]
+        [--sizes 50,200] [--seeds 2] [--zoo resnet18,...] [--sigma S] [--json out.json]
 
 RUN_DIR is a `graphopt train gflownet` run (config.json, best.pt). Its untrained start is
 rebuilt exactly as training built it (the run's seed, then the network), so "trained vs
@@ -122,6 +122,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="50,200")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--zoo", default=",".join(HELD_OUT_ZOO))
+    parser.add_argument("--sigma", type=float, help="sampling temperature (default: the run's)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     config = TrainConfig.load(args.run / "config.json")
@@ -129,6 +130,7 @@ def main() -> None:
     torch.manual_seed(config.run.seed)
     start = build_policy(config.policy).eval()
     trained, sigma = load_gflownet_policy(str(args.run / "best.pt"), devices[0])
+    sigma = args.sigma or sigma
     zoo = [name for name in args.zoo.split(",") if name]
     graphs = held_out_graphs([int(n) for n in args.sizes.split(",")], args.seeds, zoo)
     cells = []

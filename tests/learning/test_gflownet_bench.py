@@ -58,11 +58,11 @@ def test_brkga_candidates_are_its_final_population_best_first() -> None:
 
 def test_generalization_rows_rescore_and_summarize(policy) -> None:
     rows = generalization({"gflownet": policy}, 1, 12, 24, 300, lambda _: None)
-    assert [r["family"] for r in rows[::3]] == list(FAMILIES)
-    assert {r["method"] for r in rows} == {"list-scheduling", "brkga", "gflownet"}
+    assert [r["family"] for r in rows[::4]] == list(FAMILIES)
+    assert {r["method"] for r in rows} == {"list-scheduling", "heft", "brkga", "gflownet"}
     for row in rows:
         assert row["proxy_best"] >= row["proxy_mean"] > 0
-        if row["method"] == "list-scheduling":
+        if row["method"] in ("list-scheduling", "heft"):
             assert row["k"] == 1 and row["ged"] == row["d_sen"] == 0
         else:
             assert row["k"] > 1 and row["d_sen"] >= row["d_inv"]
@@ -128,7 +128,7 @@ def test_the_real_world_suite_trains_on_zoo_graphs_and_tests_on_unseen_ones(
     bench = GFlowNetBench(steps=2, ppo_steps=1, samples=4, evaluations=300, config=str(config))
     lines = bench.run("gflownet-real", tmp_path / "real", "cmd", lambda _: None).summary
     rows = list(csv.DictReader((tmp_path / "real" / "runs.csv").open()))
-    methods = ["list-scheduling", "brkga", "gflownet", "ppo", "gflownet-synthetic"]
+    methods = ["list-scheduling", "heft", "brkga", "gflownet", "ppo", "gflownet-synthetic"]
     assert [r["method"] for r in rows] == methods
     assert {r["graph"] for r in rows} == {"vit-tiny.inference"} and lines[0].startswith("Table 3")
     for method in ("gflownet", "ppo"):
@@ -152,7 +152,28 @@ def test_a_failing_method_is_recorded_and_the_suite_goes_on(policy, monkeypatch,
     report = bench.run("gflownet-generalization", tmp_path, "cmd", lambda _: None)
     (line,) = report.failed
     assert line.startswith("brkga on sbm_") and line.endswith(": brkga refuses sbm")
-    assert report.runs == 5 * 3
+    assert report.runs == 5 * 4
     rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
-    assert len(rows) == 5 * 3 - 1 and {r["family"] for r in rows} == set(FAMILIES)
+    assert len(rows) == 5 * 4 - 1 and {r["family"] for r in rows} == set(FAMILIES)
     assert f"- {line}\n" in (tmp_path / "summary.md").read_text()
+
+
+def test_the_zero_shot_suite_compares_the_policy_with_heft_on_unseen_zoo_graphs(
+    policy, monkeypatch, tmp_path
+) -> None:
+    from graphopt.datasets import ZooSource
+    from graphopt.papers import gflownet
+
+    monkeypatch.setattr(gflownet, "ZERO_SHOT_TEST", (ZooSource("vit-tiny"),))
+    bench = GFlowNetBench(samples=6, evaluations=300, policy=policy)
+    lines = bench.run("gflownet-zero-shot", tmp_path, "cmd", lambda _: None).summary
+    assert lines[0].startswith("Zero-shot: the shipped policy on 1 unseen real zoo graphs")
+    rows = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    assert [r["method"] for r in rows] == ["list-scheduling", "heft", "brkga", "gflownet"]
+    graph = gflownet.zoo_graphs((ZooSource("vit-tiny"),))[0]
+    problem = Problem(graph, Machine(gflownet.DEVICES), Objective.MAKESPAN)
+    ((placement, events),) = gflownet.heft_schedules(problem)
+    _, heft, violations = problem.scorer.evaluate(placement, events)
+    assert violations[0] == 0
+    assert float(rows[1]["proxy_best"]) == pytest.approx(graph.total_runtime / heft)
+    assert int(rows[3]["k"]) == 6 and float(rows[3]["d_sen"]) >= 0

@@ -153,3 +153,18 @@ def test_the_default_run_on_200_ops_fits_its_time_and_writes_ten_candidates() ->
         keys = {c.placement.tobytes() + c.order.tobytes() for c in result.candidates}
         assert len(keys) == len(result.candidates) == min(10, result.evaluations)
         assert np.isfinite(result.value)
+
+
+def test_the_default_budget_gives_the_sampler_its_own_default_seconds(checkpoint) -> None:
+    """optimize's default budget (10 s, a stall rule) would let a sampler, which no stall ends,
+    sample for 10 s: the solver takes its `DEFAULT_SECONDS` instead; --time is honoured."""
+    graph, machine = generate("layered", 300, seed=2), Machine(2)
+    optimize(graph, machine, "makespan", "gflownet", 2, policy=str(checkpoint))  # warm
+    start = time.perf_counter()
+    result = optimize(graph, machine, "makespan", "gflownet", policy=str(checkpoint))
+    seconds = gflownet_module.DEFAULT_SECONDS
+    assert time.perf_counter() - start < seconds + 1.5
+    note = result.solution.solver["notes"][-1]
+    assert f"the default {seconds:g} s (--time or --budget for more)" in note
+    timed = optimize(graph, machine, "makespan", "gflownet", seconds=2.0, policy=str(checkpoint))
+    assert "s: the time budget allowed no more" in timed.solution.solver["notes"][-1]

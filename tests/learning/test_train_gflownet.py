@@ -22,7 +22,7 @@ from graphopt.learning.run_dir import TrainingError
 from graphopt.learning.systems.gflownet.config import TrainConfig
 from graphopt.learning.systems.gflownet.env import connected_subgraph
 from graphopt.learning.systems.gflownet.network import build_policy
-from graphopt.learning.systems.gflownet.train import _graph_files
+from graphopt.learning.systems.gflownet.train import SYSTEM, _graph_files
 from graphopt.learning.training import train
 
 SHIPPED = Path(__file__).parents[2] / "src" / "graphopt" / "policies"
@@ -183,3 +183,23 @@ def test_replayed_updates_need_a_fixed_backward_policy_and_resume_exactly(
     for name in ("last.pt", "best.pt"):
         before, after = weights(tmp_path / "whole" / name), weights(tmp_path / "cut" / name)
         assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_a_run_can_start_from_a_trained_policy(toy_dataset, tmp_path) -> None:
+    first = tmp_path / "first"
+    train("gflownet", tiny(toy_dataset, 2), first)
+    init = {"init": str(first / "last.pt")}
+    config = dataclasses.replace(tiny(toy_dataset, 2), **init)
+    started = SYSTEM.network(config)
+    for key, value in started.state_dict().items():
+        assert torch.equal(value, weights(first / "last.pt")[key]), key
+    second = tmp_path / "second"
+    state = train("gflownet", config, second)
+    assert state.step == 2
+    assert rows(second)[0]["validation_speedup"] == rows(first)[-1]["validation_speedup"]
+    other = dataclasses.replace(config, policy=dataclasses.replace(config.policy, hidden=8))
+    with pytest.raises(TrainingError, match=r"init .*last.pt: its policy.hidden is 16, this"):
+        train("gflownet", other, tmp_path / "third")
+    missing = dataclasses.replace(config, init=str(tmp_path / "nothing.pt"))
+    with pytest.raises(TrainingError, match="init: no policy checkpoint at"):
+        train("gflownet", missing, tmp_path / "fourth")

@@ -93,6 +93,11 @@ SUITES: dict[str, Suite] = {
         frozenset({"policy", "steps", "ppo_steps", "samples", "budget"}),
         _GFLOWNET,
     ),
+    "gflownet-zero-shot": Suite(
+        "paper 004's table 1 on unseen real zoo graphs: the shipped policy, zero-shot",
+        frozenset({"policy", "samples", "budget"}),
+        _GFLOWNET,
+    ),
     "gflownet-temperature": Suite(
         "paper 004's fig. 3: sampled speedups per temperature",
         frozenset({"policy", "samples"}),
@@ -187,8 +192,8 @@ OutputDirOption = Annotated[
 PolicyOption = Annotated[
     str | None,
     typer.Option(
-        help="gflownet-generalization/-real/-temperature: GFlowNet checkpoint; gdp-table1: the "
-        "pre-trained GDP checkpoint \\[default: the shipped one]."
+        help="gflownet-generalization/-real/-zero-shot/-temperature: GFlowNet checkpoint; "
+        "gdp-table1: the pre-trained GDP checkpoint \\[default: the shipped one]."
     ),
 ]
 PPOPolicyOption = Annotated[

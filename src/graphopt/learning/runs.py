@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Self, TypeVar
 
 import numpy as np
-from torch.utils.tensorboard import SummaryWriter
 
 from graphopt.configs import FieldError, read_config
 from graphopt.datasets import DEFAULT_CONFIG, MANIFEST, Dataset, DatasetConfig, build_dataset
@@ -264,6 +263,8 @@ class RunLog:
         self.path = run_dir / "log.csv"
         self.columns = columns
         purge = None if resumed_at is None else resumed_at + 1
+        from torch.utils.tensorboard import SummaryWriter  # 0.2 s: only a training run pays it
+
         self.board = SummaryWriter(run_dir / "tensorboard", purge_step=purge)
 
     def add(self, row: Row) -> None:

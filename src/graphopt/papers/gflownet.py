@@ -5,6 +5,7 @@ section 6, free transfers, 4 devices); the top K (100) are re-scored on three ta
 their diversity measured (`evaluation.candidates`):
 
 - list scheduling: critical-path list scheduling, one schedule;
+- HEFT: plain HEFT (upward ranks, earliest finish), one schedule;
 - BRKGA: the best K of its final population after `evaluations` evaluations (paper 004 E.1);
 - GFlowNet and PPO: `samples` (1,000) schedules drawn from a trained policy at its temperature.
 
@@ -16,7 +17,8 @@ one term dominating).
 Suites: `robustness` (table 1: one real zoo graph, a policy trained on it per seed),
 `generalization` (table 2: a policy trained on 50-op Erdos-Renyi and layered graphs, tested on
 held-out graphs of five families), `real` (table 3: policies trained on 8 real zoo graphs,
-tested on 4 unseen ones), `temperature` (fig. 3: speedups sampled at several sigma)
+tested on 4 unseen ones), `zero-shot` (table 1's columns for the shipped policy on 4 unseen
+real zoo graphs that are not chains), `temperature` (fig. 3: speedups sampled at several sigma)
 and `losses` (fig. 4: mean sampled speedup during training, log-partition variance against
 trajectory balance). A method that fails on a graph (or a training run, a temperature) is
 recorded and the suite goes on without it.
@@ -52,6 +54,8 @@ from graphopt.learning.systems.gflownet.train import GRAPH_PREFIX
 from graphopt.learning.training import train
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Tracker
 from graphopt.solvers.brkga import BRKGA
+from graphopt.solvers.events import events_from_op_order
+from graphopt.solvers.list_scheduling import heft_schedule
 from graphopt.solvers.random_keys import RandomKeyDecoder
 from graphopt.solvers.registry import make_solver
 
@@ -88,6 +92,15 @@ REAL_TEST = (
 )
 """Table 3's 4 test graphs (69-127 ops, list scheduling's speedup 1.18-2.29), of four families
 no training graph is from (paper 004 E.6: 4 unseen graphs of a dozen to 128 ops)."""
+ZERO_SHOT_TEST = (
+    ZooSource("inception-small"),
+    ZooSource("bert-tiny", training=True),
+    ZooSource("llama-tiny", training=True),
+    ZooSource("gnmt-tiny"),
+)
+"""The zero-shot table's graphs: zoo graphs that neither the shipped policy's dataset
+(`gflownet-graph`) nor table 3's training holds, none a chain (239-586 ops; total runtime over
+the critical path 2.2-3.1)."""
 
 Schedules = list[tuple[np.ndarray, np.ndarray]]
 Announce = Callable[[str], None]
@@ -111,6 +124,13 @@ def list_scheduling_schedules(problem: Problem) -> Schedules:
     """Critical-path list scheduling's one schedule."""
     result = make_solver("critical-path").solve(problem, Budget(evaluations=1), seed=0)
     return [(result.solution.placement, result.solution.order)]
+
+
+def heft_schedules(problem: Problem) -> Schedules:
+    """HEFT's one schedule (plain, lazy transfers: the one the GFlowNet solver also scores)."""
+    graph, machine = problem.graph, problem.machine
+    placement, order = heft_schedule(graph, machine, problem.pinned)
+    return [(placement, events_from_op_order(graph, placement, order, machine.n_devices, "lazy"))]
 
 
 def brkga_schedules(problem: Problem, evaluations: int, seed: int) -> Schedules:
@@ -288,7 +308,7 @@ def compare(
     progress: Announce,
     failures: Failures | None = None,
 ) -> list[dict[str, Any]]:
-    """List scheduling, BRKGA (seeded by the graph's position) and each policy on each graph.
+    """List scheduling, HEFT, BRKGA (seeded by the graph's position) and each policy on each graph.
 
     A method that fails on a graph is recorded in `failures` and has no row (None: it raises).
     """
@@ -299,6 +319,7 @@ def compare(
         progress(f"{graph.name}")
         makers = {
             "list-scheduling": partial(list_scheduling_schedules, problem),
+            "heft": partial(heft_schedules, problem),
             "brkga": partial(brkga_schedules, problem, evaluations, index),
         }
         for method, policy in policies.items():
@@ -553,7 +574,7 @@ class GFlowNetBench:
         name = suite.removeprefix("gflownet-")
         failures = Failures()
         folder.mkdir(parents=True, exist_ok=True)
-        if name in ("robustness", "generalization", "real"):
+        if name in ("robustness", "generalization", "real", "zero-shot"):
             return self._table(name, folder, command, progress, failures)
         if name == "temperature":
             return self._temperatures(folder, command, failures)
@@ -573,6 +594,14 @@ class GFlowNetBench:
             title = (
                 f"Table 3 shape: trained on {len(REAL_TRAIN)} real zoo graphs, tested on "
                 f"{len(REAL_TEST)} unseen ones, top {TOP_K} (mean ± 95% CI over graphs)"
+            )
+        elif name == "zero-shot":
+            graphs = zoo_graphs(ZERO_SHOT_TEST)
+            policies = {"gflownet": self.policy}
+            rows = compare(graphs, policies, self.samples, self.evaluations, progress, failures)
+            title = (
+                f"Zero-shot: the shipped policy on {len(graphs)} unseen real zoo graphs, "
+                f"{DEVICES} devices, top {TOP_K} (mean ± 95% CI over graphs)"
             )
         elif name == "robustness":
             rows = robustness(

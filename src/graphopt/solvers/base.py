@@ -640,6 +640,11 @@ class Solver(ABC):
     """Whether a budget's stall rule may end this solver's run early. False for solvers whose
     run is not a search for one best solution (a sampler keeping many candidates, an exact
     model proving a bound)."""
+    default_seconds: ClassVar[float | None] = None
+    """Such a solver's own time limit under `optimize`'s default budget (the one with a stall
+    rule), when it is shorter; None: the default budget's. A sampler has no stall to end it, and
+    one that samples for as long as a search would answers later than a user of the default
+    expects."""
 
     @abstractmethod
     def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
@@ -679,6 +684,9 @@ class Solver(ABC):
             )
         problem.check_capacity()
         if not self.stops_when_stalled:
+            if budget.stall is not None and self.default_seconds is not None:
+                seconds = min(budget.seconds or math.inf, self.default_seconds)
+                budget = replace(budget, seconds=seconds)
             budget = replace(budget, stall=None)
         tracker = Tracker(problem, budget, progress)
         status: Status = "feasible"

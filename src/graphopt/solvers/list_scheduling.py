@@ -213,7 +213,10 @@ def critical_path_schedule(
 
 
 def heft_schedule(
-    graph: Graph, machine: Machine, pinned: np.ndarray | None = None
+    graph: Graph,
+    machine: Machine,
+    pinned: np.ndarray | None = None,
+    priority: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """HEFT on homogeneous devices: each op, by decreasing upward rank, to its earliest finish.
 
@@ -227,11 +230,15 @@ def heft_schedule(
         graph: the graph.
         machine: devices and transfer model.
         pinned: [n_ops] device of each pinned op, -1 where free; None when nothing is pinned.
+        priority: [n_ops] what the ops are listed by instead of their upward ranks (a
+            randomized HEFT lists them by perturbed ranks).
 
     Returns:
         placement [n_ops] int32, op_order [n_ops] int64.
     """
-    order = priority_order(graph, upward_ranks(graph, machine))
+    if priority is None:
+        priority = upward_ranks(graph, machine)
+    order = priority_order(graph, priority)
     pins = _pins(graph, pinned)
     devices = list(range(machine.n_devices))
     sync = machine.arrays.sync

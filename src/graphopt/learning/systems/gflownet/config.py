@@ -183,6 +183,34 @@ class ReplayConfig:
 
 
 @dataclass(frozen=True)
+class ExpertConfig:
+    """Search trajectories added to each step of the GFlowNet losses (none by default).
+
+    Attributes:
+        trajectories: how many: the best distinct schedules of the search (fewer when fewer
+            are distinct or reachable within the window); 0: none, paper 004's on-policy
+            training.
+        candidates: randomized HEFT schedules the search draws per step (the first is HEFT's).
+        noise: standard deviation of the log-normal factor on each upward rank.
+    """
+
+    trajectories: int = 0
+    candidates: int = 32
+    noise: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.trajectories < 0:
+            raise FieldError("trajectories", f"must be >= 0, got {self.trajectories}")
+        if not self.trajectories <= self.candidates:
+            raise FieldError(
+                "candidates",
+                f"must be >= trajectories ({self.trajectories}), got {self.candidates}",
+            )
+        if not self.noise >= 0:
+            raise FieldError("noise", f"must be >= 0, got {self.noise}")
+
+
+@dataclass(frozen=True)
 class TrainConfig(TrainingConfig):
     """Everything that defines a GFlowNet training run (saved with every checkpoint).
 
@@ -203,10 +231,15 @@ class TrainConfig(TrainingConfig):
             uses the trajectories, sub-graphs and validation samples, not the temperatures).
         ppo: the PPO baseline's settings (read only with loss 'ppo').
         replay: updates per batch of the GFlowNet losses (1 x 1: the paper's one).
+        expert: search trajectories added to each step of the GFlowNet losses (`experts`).
         optimizer: Adam and gradient clipping (paper: Adam's defaults).
         run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
         devices: device counts a step draws from, uniformly (a per-graph policy, which serves
             any count; empty: always `policy.n_devices`, on which validation runs either way).
+        init: a GFlowNet checkpoint (a run's best.pt) whose weights start this run instead of
+            the seeded random ones: a trained policy trained on with another config (more
+            steps, other graphs, search trajectories). Its network config must be `policy`'s
+            (any `n_devices` for a per-graph policy).
     """
 
     what: ClassVar[str] = "GFlowNet training config"
@@ -219,9 +252,11 @@ class TrainConfig(TrainingConfig):
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
+    expert: ExpertConfig = field(default_factory=ExpertConfig)
     optimizer: AdamConfig = field(default_factory=lambda: AdamConfig(learning_rate=1e-3))
     run: RunConfig = field(default_factory=RunConfig)
     devices: tuple[int, ...] = ()
+    init: str | None = None
 
     def __post_init__(self) -> None:
         if self.devices and self.policy.encoding != "per-graph":
@@ -240,6 +275,13 @@ class TrainConfig(TrainingConfig):
         if self.replay.updates > 1 and self.loss != "ppo" and self.backward != "uniform":
             raise FieldError(
                 "replay", '(more than one update per batch) needs "backward": "uniform"'
+            )
+        if self.expert.trajectories and (
+            self.loss == "ppo" or self.policy.encoding != "per-graph" or self.replay.updates > 1
+        ):
+            raise FieldError(
+                "expert",
+                'needs a GFlowNet loss, a "per-graph" policy and one update per batch',
             )
         if self.loss == "ppo" and self.ppo.minibatches > self.sampling.trajectories:
             raise FieldError(

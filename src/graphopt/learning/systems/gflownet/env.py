@@ -91,8 +91,8 @@ class PartialSchedules:
         mean = graph.total_runtime / max(n, 1)
         self._unit = mean if mean > 0 else 1.0  # the mean op runtime: features' time unit
         first = np.flatnonzero(self._waiting[0] == 0)
-        first = first[np.argsort(-self._bottom[first], kind="stable")]
-        self._ready = np.zeros((batch, max(n, 1)), dtype=np.int64)
+        first = first[np.argsort(-self._bottom[first], kind="stable")][::-1]
+        self._ready = np.zeros((batch, max(n, 1)), dtype=np.int64)  # the next candidate last
         self._ready[:, : first.size] = first
         self._ready_count = np.full(batch, first.size, dtype=np.int64)
 
@@ -226,8 +226,10 @@ class PartialSchedules:
         schedule, however wide the graph.
         """
         counts = np.minimum(self._ready_count, window)
-        ops = self._ready[:, : max(int(counts.max()), 1)].copy()
-        ops[np.arange(ops.shape[1])[None, :] >= counts[:, None]] = -1
+        rank = np.arange(max(int(counts.max()), 1))[None, :]
+        at = np.maximum(self._ready_count[:, None] - 1 - rank, 0)
+        ops = np.take_along_axis(self._ready, at, axis=1)
+        ops[rank >= counts[:, None]] = -1
         return ops, counts
 
     def pair_features(self, ops: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -252,11 +254,17 @@ class PartialSchedules:
             self._load,
             self._bottom,
             self._unit,
+            *self._scales,
             self.steps / max(self.graph.n_ops, 1),
             features,
             prior,
         )
         return features, prior
+
+    @cached_property
+    def _scales(self) -> tuple[float, float]:
+        """(critical path in mean op runtimes, a device's fair share of the runtime), once."""
+        return _scales(self.graph.op_runtime, self._bottom, self.machine.n_devices)
 
     def removable(self) -> np.ndarray:
         """[B, d] int64 the op a backward action may remove from each device, or -1.
@@ -482,8 +490,10 @@ def _step(
 ) -> None:
     """Adds each schedule's op (checked valid) with its proxy times and updates readiness.
 
-    The ready list stays sorted by bottom level, largest first, and on ties by when an op
-    became ready (the graph's CSR order within a step), so candidates are its first entries.
+    The ready list stays sorted by bottom level, largest last, and on ties by when an op
+    became ready, the first last (the graph's CSR order within a step), so candidates are its
+    last entries. An added op is one of them and a newly ready op usually ranks high, so both
+    move few entries: a wide graph's step costs O(window), not O(ready ops).
     """
     n = added.shape[1]
     one_device = np.zeros(n, dtype=np.int32)
@@ -503,17 +513,17 @@ def _step(
         last_on_device[b, device] = op
         load[b, device] += g.op_runtime[op]
         latest[b] = max(latest[b], end)
-        count = ready_count[b]
-        kept = 0
-        for r in range(count):
-            if ready[b, r] != op:
-                ready[b, kept] = ready[b, r]
-                kept += 1
+        kept = ready_count[b] - 1
+        at = kept
+        while ready[b, at] != op:
+            at -= 1
+        for r in range(at, kept):
+            ready[b, r] = ready[b, r + 1]
         made = release_op(g, op, 0, 1, one_device, waiting[b], readers[b], newly)
         for r in range(made):
             new = newly[r]
             at = kept
-            while at > 0 and bottom[ready[b, at - 1]] < bottom[new]:
+            while at > 0 and bottom[ready[b, at - 1]] >= bottom[new]:
                 ready[b, at] = ready[b, at - 1]
                 at -= 1
             ready[b, at] = new
@@ -537,6 +547,18 @@ def _top_levels(g: GraphArrays, topological: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
+def _scales(runtime: np.ndarray, bottom: np.ndarray, d: int) -> tuple[float, float]:
+    """`PartialSchedules._scales`, summed in op order (the same floats on every platform)."""
+    critical = 1e-30
+    for j in range(bottom.shape[0]):
+        critical = max(critical, bottom[j])
+    total = 0.0
+    for j in range(runtime.shape[0]):
+        total += runtime[j]
+    return critical, total / d if total > 0 else 1.0
+
+
+@numba.njit(cache=True)
 def _pair_features(
     g: GraphArrays,
     durations: np.ndarray,
@@ -549,19 +571,14 @@ def _pair_features(
     load: np.ndarray,
     bottom: np.ndarray,
     unit: float,
+    critical: float,
+    share: float,
     progress: float,
     features: np.ndarray,
     prior: np.ndarray,
 ) -> None:
     """Fills `PartialSchedules.pair_features`' packed arrays; `bottom` in mean op runtimes."""
     d = features.shape[1]
-    critical = 1e-30
-    for j in range(bottom.shape[0]):
-        critical = max(critical, bottom[j])
-    total = 0.0
-    for j in range(g.op_runtime.shape[0]):
-        total += g.op_runtime[j]
-    share = total / d if total > 0 else 1.0
     width = ops.shape[1]
     starts = np.empty((width, d))
     here = np.empty((width, d))

@@ -13,10 +13,14 @@ Under a time budget the first batch holds one schedule; each batch's seconds the
 (`BatchTimes`: the policy's n steps, plus each schedule), and each next batch is as large as
 fits what is left of the time, so sampling ends within the budget rather than a whole batch
 after it. Under an evaluation budget alone the batches are the same for every run (repeatable
-with a seed). The topological attention is dense, so a step costs O(B n^2): batches are also
-capped so that their attention scores fit `CHUNK_SCORES`. The policy runs on one torch thread
-(`learning.threads`): beside numba's runtime, two threads made each step up to 26x slower on
-2 busy cores.
+with a seed). Batches are also capped by memory (`chunk_size`): the paper's per-state policy
+attends densely, a step costs O(B n^2) and its attention scores must fit `CHUNK_SCORES`; a
+per-graph policy's state arrays are [B, n] and must fit `STATE_ENTRIES`. The policy runs on
+one torch thread (`learning.threads`): beside numba's runtime, two threads made each step up to
+26x slower on 2 busy cores.
+
+Under `optimize`'s default budget the solver takes `DEFAULT_SECONDS`, not the default budget's
+10 s: a sampler has no stall rule to end it sooner.
 
 HEFT's schedule is scored first and offered as one more candidate (one evaluation), so the
 solver is never worse than HEFT; its note says whether a sampled schedule beat it, and by how
@@ -68,6 +72,12 @@ than 250, 500 or 1,000 on 2 cores."""
 CHUNK_SCORES = CHUNK * 4 * 100 * 100
 """Most attention scores (B x heads x n x n) per policy batch: 125 schedules of a 100-op graph
 with 4 heads (20 MB). A 1,000-op graph samples one schedule per batch."""
+
+DEFAULT_SECONDS = 1.5
+"""The solver's time under `optimize`'s default budget (`Solver.default_seconds`): the policy's
+set-up, HEFT and as many samples as fit, so that a default CLI run on a 200-op graph answers in
+under 5 s on 2 cores, torch's import included (`benchmarks/bench_gflownet.py`, row D).
+`--time` or `--budget` sample longer, up to `samples`."""
 
 SAFETY = 1.15
 """A batch starts only when this multiple of its predicted seconds fits in the time left."""
@@ -245,6 +255,7 @@ class GFlowNet(Solver):
     name = "gflownet"
     objectives = frozenset({Objective.MAKESPAN})
     stops_when_stalled = False
+    default_seconds = DEFAULT_SECONDS
 
     def __init__(self, config: GFlowNetSamplerConfig | None = None) -> None:
         self.config = config or GFlowNetSamplerConfig()
@@ -355,6 +366,8 @@ class GFlowNet(Solver):
         evaluations = tracker.budget.evaluations
         if tracker.remaining == 0 and evaluations is not None:
             limit = f"the budget of {evaluations:,} evaluations"
+        elif tracker.budget.seconds == self.default_seconds:
+            limit = f"the default {self.default_seconds:g} s (--time or --budget for more)"
         else:
             limit = "the time budget"
         if not times.sizes:

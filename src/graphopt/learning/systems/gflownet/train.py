@@ -20,6 +20,10 @@ policy conditioned on log sigma but trained at one sigma has never seen another,
 validates at `ppo.sigma` (`TrainConfig.inference_sigma`), and the GFlowNet solver samples its
 checkpoints there by default.
 
+With `expert` set (a per-graph policy and a GFlowNet loss), each step also scores the best
+schedules of a randomized HEFT search as off-policy trajectories (`experts`) and adds them to
+the loss's batch. With `init` the run starts from a trained checkpoint's weights.
+
 Everything random in step s is seeded by (run.seed, s), so a run resumed from last.pt
 continues exactly as the uninterrupted run would; a resumed run's config must equal the
 checkpoint's (only run.steps and run.workers may change). log.csv and TensorBoard as in
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -41,16 +45,24 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
+from graphopt.learning.formats import CheckpointError
 from graphopt.learning.graphs import GraphCache
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
 from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss, ppo_update, trajectory_advantages
 from graphopt.learning.objectives.trajectory_balance import trajectory_balance_loss
 from graphopt.learning.optim import clipped_step, minibatches
-from graphopt.learning.runs import GRAPH_PREFIX, graph_files, training_graphs
-from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, TrainConfig
+from graphopt.learning.run_dir import TrainingError
+from graphopt.learning.runs import GRAPH_PREFIX, graph_files, stored_configs, training_graphs
+from graphopt.learning.saving import load_weights, read_checkpoint
+from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetConfig, TrainConfig
 from graphopt.learning.systems.gflownet.env import PartialSchedules, connected_subgraph, log_reward
+from graphopt.learning.systems.gflownet.experts import expert_trajectories
 from graphopt.learning.systems.gflownet.network import GraphEncodedPolicy, Policy, build_policy
-from graphopt.learning.systems.gflownet.sampling import replay_trajectories, sample_trajectories
+from graphopt.learning.systems.gflownet.sampling import (
+    replay_trajectories,
+    sample_trajectories,
+    score_trajectories,
+)
 from graphopt.learning.training import Run, Session, System
 
 LOG_COLUMNS = (
@@ -64,6 +76,7 @@ LOG_COLUMNS = (
     "ops",
     "devices",
     "grad_norm",
+    "expert_speedup",
     "entropy",
     "clip_fraction",
     "approx_kl",
@@ -74,7 +87,8 @@ LOG_COLUMNS = (
 zeta (the implied log Z), the temperature, the graph size and the device count; with PPO also
 the mean per-step entropy of P_F, the share of clipped steps and the approximate KL divergence
 from the sampling policy (each averaged over the step's updates, as are its loss and gradient
-norm); per validation the mean speedup."""
+norm); with search trajectories (`experts`) the best one's speedup; per validation the mean
+speedup."""
 
 
 def _graph_files(
@@ -146,8 +160,22 @@ def _step(
             config, network, graph, machine, masks, sigma, rewards, log_pf, log_pb
         )
 
+    rewards, log_pf, log_pb, logged = log_r, sampled.log_pf, sampled.log_pb, {}
+    if config.expert.trajectories and isinstance(network, GraphEncodedPolicy):
+        actions, expert_speedups = expert_trajectories(
+            graph, machine, scorer, config.expert, config.policy.window, rng
+        )
+        if len(actions):
+            scored = score_trajectories(
+                network, graph, machine, actions, sigma, masks, config.backward == "uniform"
+            )
+            expert_r = log_reward(expert_speedups, machine.n_devices, sigma)
+            rewards = torch.cat([rewards, torch.from_numpy(expert_r).float()])
+            log_pf = torch.cat([log_pf, scored.log_pf])
+            log_pb = torch.cat([log_pb, scored.log_pb])
+            logged["expert_speedup"] = float(expert_speedups[0])
     if not replayed:
-        loss = loss_of(log_r, sampled.log_pf, sampled.log_pb)
+        loss = loss_of(rewards, log_pf, log_pb)
         losses, norms = (
             [float(loss.detach())],
             [clipped_step(network, optimizer, loss, step, config.optimizer.grad_clip)],
@@ -171,6 +199,7 @@ def _step(
         "ops": float(graph.n_ops),
         "devices": float(machine.n_devices),
         "grad_norm": float(np.mean(norms)),
+        **logged,
     }
 
 
@@ -279,6 +308,26 @@ def _validate(
     return {"step": step, "validation_reward": mean, "validation_speedup": mean}
 
 
+def _start_from(network: Policy, config: TrainConfig) -> None:
+    """Loads `config.init`'s weights into the new network, whose config must be the same."""
+    path = str(config.init)
+    try:
+        record = read_checkpoint(path, GFLOWNET_FORMAT)
+        _, stored = stored_configs(record, path, TrainConfig.from_dict, GFlowNetConfig)
+        ours = config.policy
+        if stored.encoding == "per-graph":
+            stored = replace(stored, n_devices=ours.n_devices)
+        if stored != ours:
+            field = next(k for k, v in asdict(ours).items() if getattr(stored, k) != v)
+            raise TrainingError(
+                f"init {path}: its policy.{field} is {getattr(stored, field)!r}, this config's "
+                f"is {getattr(ours, field)!r} (a run starts from a network of its own shape)"
+            )
+        load_weights(network, record["model_state"], f"{path}: model_state")
+    except CheckpointError as error:
+        raise TrainingError(f"init: {error}") from None
+
+
 class GFlowNetSystem(System):
     """GFlowNet scheduling for the training skeleton (`training.train`)."""
 
@@ -288,8 +337,11 @@ class GFlowNetSystem(System):
     config_class = TrainConfig
 
     def network(self, config: Any) -> torch.nn.Module:
-        """The untrained scheduling policy."""
-        return build_policy(config.policy)
+        """The untrained scheduling policy, or `config.init`'s trained one."""
+        network = build_policy(config.policy)
+        if config.init is not None:
+            _start_from(network, config)
+        return network
 
     def updates_per_step(self, config: Any) -> int:
         """PPO's updates per step with the PPO loss, else one."""
