@@ -203,3 +203,17 @@ def test_a_run_can_start_from_a_trained_policy(toy_dataset, tmp_path) -> None:
     missing = dataclasses.replace(config, init=str(tmp_path / "nothing.pt"))
     with pytest.raises(TrainingError, match="init: no policy checkpoint at"):
         train("gflownet", missing, tmp_path / "fourth")
+
+
+def test_an_inference_temperature_is_sampled_at_but_never_validated_at(toy_dataset, tmp_path):
+    sampling = {"inference_sigma": 0.002}
+    config = tiny(toy_dataset, 2, sampling=sampling)
+    assert config.inference_sigma == 0.002 and config.validation_temperature == 0.005
+    assert tiny(toy_dataset, 2).inference_sigma == 0.005  # unset: the validation's
+    ppo = tiny(toy_dataset, 2, sampling=sampling, ppo={"sigma": 0.25})
+    assert dataclasses.replace(ppo, loss="ppo").inference_sigma == 0.25
+    with pytest.raises(TrainingError, match="inference_sigma must be > 0, got 0"):
+        tiny(toy_dataset, 2, sampling={"inference_sigma": 0})
+    shipped = torch.load(SHIPPED / "gflownet-makespan.pt", weights_only=True)
+    trained = TrainConfig.from_dict(json.loads(shipped["train_config"]))
+    assert trained.inference_sigma == 0.002 and trained.validation_temperature == 0.005

@@ -133,6 +133,9 @@ class SamplingConfig:
         validation_samples: schedules sampled per validation graph.
         validation_sigma: temperature of validation samples (paper: 0.005 at inference); a PPO
             run validates at `ppo.sigma` instead.
+        inference_sigma: the temperature the trained policy samples at by default (the solver,
+            the benchmarks); None: `validation_sigma`. Set after training, when another
+            temperature proves better on the validation graphs; training never reads it.
     """
 
     trajectories: int = 100
@@ -141,6 +144,7 @@ class SamplingConfig:
     subgraph_ops: int = 50
     validation_samples: int = 32
     validation_sigma: float = SIGMA_INFERENCE
+    inference_sigma: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("trajectories", "subgraph_ops", "validation_samples"):
@@ -150,8 +154,10 @@ class SamplingConfig:
             raise FieldError(
                 "sigma_min", f"must be in (0, sigma_max], got {self.sigma_min}, {self.sigma_max}"
             )
-        if not self.validation_sigma > 0:
-            raise FieldError("validation_sigma", f"must be > 0, got {self.validation_sigma}")
+        for name in ("validation_sigma", "inference_sigma"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise FieldError(name, f"must be > 0, got {value}")
 
 
 @dataclass(frozen=True)
@@ -291,9 +297,19 @@ class TrainConfig(TrainingConfig):
             )
 
     @property
-    def inference_sigma(self) -> float:
-        """The temperature the trained policy is validated and sampled at by default."""
+    def validation_temperature(self) -> float:
+        """The temperature validation samples at: PPO's one, else `sampling.validation_sigma`."""
         return self.ppo.sigma if self.loss == "ppo" else self.sampling.validation_sigma
+
+    @property
+    def inference_sigma(self) -> float:
+        """The temperature the trained policy samples at by default.
+
+        PPO's one temperature; else `sampling.inference_sigma` when set, else the validation's.
+        """
+        if self.loss != "ppo" and self.sampling.inference_sigma is not None:
+            return self.sampling.inference_sigma
+        return self.validation_temperature
 
     @property
     def updates_per_step(self) -> int:

@@ -169,7 +169,8 @@ class GFlowNetSamplerConfig:
         policy: path of a GFlowNet checkpoint (best.pt of `graphopt train gflownet`).
         samples: schedules sampled at most (paper 004: 1,000); the budget may allow fewer.
         sigma: the temperature they are sampled at; None: the checkpoint's
-            (`TrainConfig.inference_sigma`: its validation temperature, paper 004's 0.005 by
+            (`TrainConfig.inference_sigma`: its `sampling.inference_sigma` when set, as the
+            shipped policy's 0.002, else its validation temperature, paper 004's 0.005 by
             default, or a PPO policy's training temperature).
     """
 

@@ -17,8 +17,8 @@ updates over them (`objectives.ppo`), each replaying its trajectories under the 
 (`replay_trajectories`). The entropy bonus's weight and the learning rate decay linearly from
 step 0 to `run.steps` (a run resumed with more steps stretches what is left of the decay). A
 policy conditioned on log sigma but trained at one sigma has never seen another, so a PPO run
-validates at `ppo.sigma` (`TrainConfig.inference_sigma`), and the GFlowNet solver samples its
-checkpoints there by default.
+validates at `ppo.sigma` (`TrainConfig.validation_temperature`), and the GFlowNet solver samples
+its checkpoints there by default (`TrainConfig.inference_sigma`).
 
 With `expert` set (a per-graph policy and a GFlowNet loss), each step also scores the best
 schedules of a randomized HEFT search as off-policy trajectories (`experts`) and adds them to
@@ -287,7 +287,7 @@ def _ppo_step(
 def _validate(
     config: TrainConfig, network: Policy, graphs: _Graphs, ids: np.ndarray, step: int
 ) -> dict[str, float]:
-    """Mean speedup of schedules sampled at `inference_sigma` on the validation graphs."""
+    """Mean speedup of schedules sampled at `validation_temperature` on the validation graphs."""
     network.eval()
     means = []
     with torch.no_grad():
@@ -299,7 +299,7 @@ def _validate(
                 graph,
                 graphs.machine,
                 config.sampling.validation_samples,
-                config.inference_sigma,
+                config.validation_temperature,
                 generator,
                 masks,
             )
