@@ -13,7 +13,7 @@ not hold (inference graphs). Each (graph, device count) is a cell, on the run's 
 schedules at its inference temperature (same seed for both); the figures are makespans scored
 by the contract's scorer:
 
-- best of K against HEFT (plain `heft_schedule`, lazy transfers): heft / best - 1, in percent;
+- best of K against HEFT (plain HEFT, `heft_events`, lazy transfers): heft / best - 1, in percent;
 - the mean sample against critical-path list scheduling: list / mean - 1;
 - trained against untrained, best of K and mean.
 
@@ -45,8 +45,7 @@ from graphopt.learning.systems.gflownet.solver import chunk_size, load_gflownet_
 from graphopt.learning.threads import one_torch_thread
 from graphopt.papers.gflownet import list_scheduling_schedules
 from graphopt.solvers.base import Objective, Problem
-from graphopt.solvers.events import events_from_op_order
-from graphopt.solvers.list_scheduling import heft_schedule
+from graphopt.solvers.list_scheduling import heft_events
 
 HELD_OUT_ZOO = (
     "resnet18",
@@ -83,10 +82,7 @@ def makespans(policy: Policy, problem: Problem, samples: int, sigma: float, seed
 
 def heft_makespan(problem: Problem) -> float:
     """Plain HEFT's makespan (lazy transfers), scored by the contract's scorer."""
-    graph, machine = problem.graph, problem.machine
-    placement, order = heft_schedule(graph, machine)
-    events = events_from_op_order(graph, placement, order, machine.n_devices, "lazy")
-    return problem.scorer.evaluate(placement, events)[1]
+    return problem.scorer.evaluate(*heft_events(problem.graph, problem.machine))[1]
 
 
 def held_out_graphs(sizes: list[int], seeds: int, zoo: list[str]) -> list[tuple[str, Graph]]:

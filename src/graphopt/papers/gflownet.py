@@ -54,8 +54,7 @@ from graphopt.learning.systems.gflownet.train import GRAPH_PREFIX
 from graphopt.learning.training import train
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError, Tracker
 from graphopt.solvers.brkga import BRKGA
-from graphopt.solvers.events import events_from_op_order
-from graphopt.solvers.list_scheduling import heft_schedule
+from graphopt.solvers.list_scheduling import heft_events
 from graphopt.solvers.random_keys import RandomKeyDecoder
 from graphopt.solvers.registry import make_solver
 
@@ -128,9 +127,7 @@ def list_scheduling_schedules(problem: Problem) -> Schedules:
 
 def heft_schedules(problem: Problem) -> Schedules:
     """HEFT's one schedule (plain, lazy transfers: the one the GFlowNet solver also scores)."""
-    graph, machine = problem.graph, problem.machine
-    placement, order = heft_schedule(graph, machine, problem.pinned)
-    return [(placement, events_from_op_order(graph, placement, order, machine.n_devices, "lazy"))]
+    return [heft_events(problem.graph, problem.machine, problem.pinned)]
 
 
 def brkga_schedules(problem: Problem, evaluations: int, seed: int) -> Schedules:

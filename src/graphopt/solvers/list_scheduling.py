@@ -45,7 +45,7 @@ from graphopt.costmodels.validity import Violation
 from graphopt.ir.arrays import GraphArrays
 from graphopt.ir.graph import Graph
 from graphopt.solvers.base import Initial, Problem, Rng, Solver, Tracker
-from graphopt.solvers.events import offer_op_orders
+from graphopt.solvers.events import events_from_op_order, offer_op_orders
 
 
 def _upward_ranks(
@@ -279,6 +279,17 @@ def heft_schedule(
         for t, there in received:
             arrival[(t, device)] = there
     return np.array(placement, dtype=np.int32), order
+
+
+def heft_events(
+    graph: Graph, machine: Machine, pinned: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Plain HEFT's schedule as (placement, event order), with lazy transfers.
+
+    The one schedule the GFlowNet solver, its benchmarks and paper 004's tables call HEFT's.
+    """
+    placement, order = heft_schedule(graph, machine, pinned)
+    return placement, events_from_op_order(graph, placement, order, machine.n_devices, "lazy")
 
 
 APPEND, SCAN, BLOCKS = 0, 1, 2

@@ -63,8 +63,7 @@ from graphopt.solvers.base import (
     Tracker,
 )
 from graphopt.solvers.candidates import top_candidates
-from graphopt.solvers.events import events_from_op_order
-from graphopt.solvers.list_scheduling import heft_schedule
+from graphopt.solvers.list_scheduling import heft_events
 
 CHUNK = 125
 """Most schedules sampled per policy batch: 125 sampled 1,000 schedules of a 100-op graph faster
@@ -324,8 +323,7 @@ class GFlowNet(Solver):
     def _offer_heft(self, problem: Problem, tracker: Tracker) -> None:
         """Scores HEFT's schedule and offers it (one evaluation), before any sampling."""
         graph, machine = problem.graph, problem.machine
-        placement, order = heft_schedule(graph, machine, problem.pinned)
-        events = events_from_op_order(graph, placement, order, machine.n_devices, "lazy")
+        placement, events = heft_events(graph, machine, problem.pinned)
         peaks, span, _ = problem.scorer.evaluate(placement, events)
         self.heft, self.heft_makespan = [(placement, events)], span
         tracker.offer(placement, events, peaks, span)
