@@ -55,7 +55,7 @@ def main() -> None:
     machine = config.proxy.machine(config.policy.n_devices)
     torch.manual_seed(config.run.seed)
     start = build_policy(config.policy).eval()
-    trained, sigma = load_gflownet_policy(str(args.run / "best.pt"), config.policy.n_devices)
+    trained, sigma, _ = load_gflownet_policy(str(args.run / "best.pt"), config.policy.n_devices)
     test = Dataset.open(args.run / "dataset", "test")
     ids = np.unique(np.linspace(0, len(test) - 1, args.graphs).round().astype(int))
     rows = []

@@ -46,7 +46,7 @@ def main() -> None:
     machine = Machine(4)
     torch.manual_seed(0)
     if args.policy:
-        policy, sampling_sigma = load_gflownet_policy(args.policy, machine.n_devices)
+        policy, sampling_sigma, _ = load_gflownet_policy(args.policy, machine.n_devices)
     else:
         policy, sampling_sigma = GFlowNetPolicy(GFlowNetConfig(prior=args.prior)), 0.01
     policy.eval()

@@ -396,3 +396,57 @@ def test_label_predictability(dataset_dir: Path, tmp_path: Path) -> None:
     row = probe.describe(chain, np.array([0, 0, 1, 1]), np.array([1, 0, 0, 0]), 2)
     assert (row["moved"], row["cut"], row["moved_on_cut"], row["runs"]) == (1, 2, 1, 1)
     assert row["hops"].tolist() == [1, 0, 0, 0, 0, 0, 0]
+
+
+def test_bench_gflownet_bf16(tmp_path: Path) -> None:
+    out = tmp_path / "bf16.json"
+    result = run_script("bench_gflownet_bf16.py", "--quick", "--json", out)
+    assert "bfloat16" in result.stdout
+    results = json.loads(out.read_text())
+    assert results["quick"] and results["steps"] == 10 and results["batch"] == 8
+    assert_positive(results["median_seconds"], ["float32", "bfloat16"])
+    assert results["bf16_over_fp32"] > 0 and 0 <= results["argmax_differs_share"] <= 1
+    assert 0 < results["max_abs_logit_gap"] < 1  # bfloat16 rounds, it does not break the head
+
+
+def test_gflownet_heldout(tmp_path: Path) -> None:
+    """A 2-step per-graph run, then both the held-out and the validation cells (with targets)."""
+    from graphopt.learning.systems.gflownet.config import TrainConfig
+    from graphopt.learning.training import train
+
+    data = {
+        "name": "g",
+        "seed": 1,
+        "synthetic": [{"family": "layered", "sizes": [16], "count": 10}],
+    }
+    build_dataset(DatasetConfig.from_dict(data), tmp_path / "dataset", progress=False)
+    run = tmp_path / "run"
+    config = TrainConfig.from_dict(
+        {
+            "dataset": str(tmp_path / "dataset"),
+            "policy": {
+                "hidden": 8,
+                "layers": 1,
+                "heads": 2,
+                "condition": 4,
+                "encoding": "per-graph",
+            },
+            "sampling": {"trajectories": 4, "subgraph_ops": 12, "validation_samples": 2},
+            "run": {"steps": 2, "validate_every": 2, "checkpoint_every": 2},
+        }
+    )
+    train("gflownet", config, run)
+    out = tmp_path / "heldout.json"
+    common = ["--devices", "2", "--samples", "3", "--locality", "1", "--targets", "--json", out]
+    run_script("gflownet_heldout.py", run, "--sizes", "12", "--seeds", "1", "--zoo", "", *common)
+    results = json.loads(out.read_text())
+    assert results["graphs"] == 5 and len(results["cells"]) == 5  # five families, one size
+    assert results["locality"] == 1.0 and results["logit_temperature"] == 1.0
+    for cell in results["cells"]:
+        assert cell["trained_best"] <= cell["trained_mean"] and cell["heft"] > 0
+        assert cell["trained_targets"] > 0 and cell["heft_targets"] > 0
+    summary = results["summaries"]["trained top-100 on targets vs HEFT"]
+    assert summary["cells"] == 5 and summary["low"] <= summary["mean"] <= summary["high"]
+    run_script("gflownet_heldout.py", run, "--validation", "2", *common)
+    validated = json.loads(out.read_text())
+    assert validated["graphs"] == 2 and len(validated["cells"]) == 2

@@ -18,7 +18,13 @@ from graphopt.evaluation.candidates import candidate_report
 from graphopt.ir.generators import generate
 from graphopt.ir.io import read_solution, write_graph
 from graphopt.learning.saving import read_checkpoint
-from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetConfig, TrainConfig
+from graphopt.learning.systems.gflownet.config import (
+    GFLOWNET_FORMAT,
+    PLAIN,
+    Decoding,
+    GFlowNetConfig,
+    TrainConfig,
+)
 from graphopt.learning.systems.gflownet.solver import (
     CHUNK,
     CHUNK_SCORES,
@@ -28,8 +34,11 @@ from graphopt.learning.systems.gflownet.solver import (
     gflownet,
 )
 from graphopt.optimize import optimize
+from graphopt.papers.gflownet import temperature_sweep
 from graphopt.solvers.base import Budget, Objective, Problem, SolverError
 from graphopt.solvers.candidates import top_candidates
+from graphopt.solvers.list_scheduling import HEFT_VARIANTS
+from graphopt.solvers.registry import make_solver
 from learned import save_untrained_gflownet
 
 SHIPPED = Path(__file__).parents[2] / "src" / "graphopt" / "policies"
@@ -52,8 +61,9 @@ def test_samples_are_offered_until_the_budget_ends(checkpoint) -> None:
     again = gflownet(str(checkpoint)).solve(problem(), Budget(evaluations=40), seed=1)
     assert again.value == result.value
     full = GFlowNet(GFlowNetSamplerConfig(str(checkpoint), samples=30))
-    # 30 samples and HEFT's schedule
-    assert full.solve(problem(), Budget(evaluations=1000)).solution.solver["evaluations"] == 31
+    # 30 samples and HEFT's four schedules (plain and the timeline variants)
+    assert full.solve(problem(), Budget(evaluations=1000)).solution.solver["evaluations"] == 34
+    assert len(full.heft) == 1 + len(HEFT_VARIANTS) == 4
 
 
 def test_checkpoints_that_do_not_fit_are_refused(checkpoint, monkeypatch) -> None:
@@ -132,7 +142,7 @@ def test_chunks_bound_the_attention_and_the_budget_cuts_sampling(checkpoint) -> 
     assert CHUNK_SCORES < (chunk_size(200, paper) + 1) * 160000
     solver = GFlowNet(GFlowNetSamplerConfig(str(checkpoint), samples=1000))
     result = solver.solve(problem(), Budget(evaluations=7), seed=0)
-    assert result.evaluations == 7 and len(solver.sampled) == 6  # and HEFT's schedule
+    assert result.evaluations == 7 and len(solver.sampled) == 3  # and HEFT's four
     assert len(solver.top_candidates(problem(), 100)) <= 7
 
 
@@ -186,3 +196,42 @@ def test_the_default_policy_serves_every_device_count(devices) -> None:
     result = gflownet().solve(task, Budget(evaluations=16), seed=0)
     assert result.evaluations == 16 and result.solution.solver["name"] == "gflownet"
     assert Scorer(task.graph, task.machine).score(result.solution).makespan == result.value
+
+
+def test_the_checkpoint_s_decoding_is_sampled_with_unless_given(monkeypatch) -> None:
+    task = problem(devices=3)
+    assert gflownet().sampler(task).decoding == Decoding(0.25, 2.0)  # the shipped policy's
+    given = GFlowNetSamplerConfig(logit_temperature=1.0)
+    assert GFlowNet(given).sampler(task).decoding == Decoding(1.0, 2.0)
+    with pytest.raises(SolverError, match="logit temperature must be > 0, got 0"):
+        GFlowNetSamplerConfig(logit_temperature=0.0)
+    with pytest.raises(SolverError, match="locality must be >= 0, got -2"):
+        GFlowNetSamplerConfig(locality=-2.0)
+    paper = str(SHIPPED / "gflownet-paper-makespan-d4.pt")
+    with pytest.raises(SolverError, match="locality decoding needs a per-graph policy"):
+        GFlowNet(GFlowNetSamplerConfig(paper, locality=1.0)).sampler(problem(devices=4))
+    seen = []
+    sample = gflownet_module.sample_trajectories
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["decoding"])
+        return sample(*args, **kwargs)
+
+    monkeypatch.setattr(gflownet_module, "sample_trajectories", spy)
+    gflownet().solve(task, Budget(evaluations=5), seed=0)
+    speedups = temperature_sweep(None, [0.01], 3, 12)  # fig. 3: the GFlowNet's own sigmas
+    assert seen == [Decoding(0.25, 2.0), PLAIN] and speedups[0.01].shape == (3,)
+
+
+@pytest.mark.parametrize("family", ["layered", "erdos_renyi", "sbm"])
+def test_never_worse_than_the_heft_solver(checkpoint, family) -> None:
+    """HEFT's timeline variants are candidates too: whatever the samples, the result is at
+    least the `heft` solver's (which offers the same four schedules)."""
+    graph = generate(family, 40, seed=11)
+    task = Problem(graph, Machine(2, latency=2e-6, bandwidth=1e9), Objective.MAKESPAN)
+    heft = make_solver("heft").solve(task, Budget(evaluations=100), seed=0)
+    solver = gflownet(str(checkpoint))
+    result = solver.solve(task, Budget(evaluations=8), seed=0)
+    assert result.value <= heft.value * (1 + 1e-12)
+    assert solver.heft_makespan == pytest.approx(heft.value, rel=1e-12)
+    assert Scorer(graph, task.machine).score(result.solution).makespan == result.value

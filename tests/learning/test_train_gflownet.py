@@ -19,7 +19,7 @@ from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
 from graphopt.learning.formats import CheckpointError
 from graphopt.learning.run_dir import TrainingError
-from graphopt.learning.systems.gflownet.config import TrainConfig
+from graphopt.learning.systems.gflownet.config import PLAIN, Decoding, TrainConfig
 from graphopt.learning.systems.gflownet.env import connected_subgraph
 from graphopt.learning.systems.gflownet.network import build_policy
 from graphopt.learning.systems.gflownet.train import SYSTEM, _graph_files
@@ -59,7 +59,12 @@ def test_a_run_logs_every_step_and_resumes_exactly(toy_dataset, tmp_path) -> Non
     log = rows(straight)
     assert [int(r["step"]) for r in log] == list(range(7))
     assert all(float(r["speedup"]) >= 1.0 for r in log[1:])
-    assert all(r["validation_speedup"] for r in log if int(r["step"]) % 2 == 0)
+    validated = [r for r in log if int(r["step"]) % 2 == 0]
+    assert all(r["validation_speedup"] for r in validated)
+    # the best sample of each graph, and HEFT's speedup: the same on every row (a reference)
+    assert all(float(r["validation_best"]) >= float(r["validation_speedup"]) for r in validated)
+    assert len({r["validation_heft"] for r in validated}) == 1
+    assert float(validated[0]["validation_heft"]) >= 1.0
     train("gflownet", tiny(toy_dataset, 4), split)
     train("gflownet", tiny(toy_dataset, 6), split, resume=True)
     assert rows(split) == log
@@ -75,6 +80,9 @@ def test_a_resumed_run_must_keep_its_config(toy_dataset, tmp_path) -> None:
     changed = tiny(toy_dataset, 4, optimizer={"learning_rate": 0.01})
     with pytest.raises(TrainingError, match=r"optimizer\.learning_rate differ"):
         train("gflownet", changed, run, resume=True)
+    # how the trained policy samples is chosen after training, which it never reads
+    decoded = {"inference_sigma": 0.002, "inference_logit_temperature": 0.5}
+    assert train("gflownet", tiny(toy_dataset, 3, sampling=decoded), run, resume=True).step == 3
     shutil.copy(SHIPPED / "regal-makespan-d2.pt", run / "last.pt")
     with pytest.raises(CheckpointError, match="graphopt.gflownet-policy/1"):
         train("gflownet", tiny(toy_dataset, 4), run, resume=True)
@@ -214,6 +222,12 @@ def test_an_inference_temperature_is_sampled_at_but_never_validated_at(toy_datas
     assert dataclasses.replace(ppo, loss="ppo").inference_sigma == 0.25
     with pytest.raises(TrainingError, match="inference_sigma must be > 0, got 0"):
         tiny(toy_dataset, 2, sampling={"inference_sigma": 0})
+    with pytest.raises(TrainingError, match="inference_logit_temperature must be > 0, got -1"):
+        tiny(toy_dataset, 2, sampling={"inference_logit_temperature": -1})
+    with pytest.raises(TrainingError, match="inference_locality must be >= 0, got -1"):
+        tiny(toy_dataset, 2, sampling={"inference_locality": -1})
+    assert config.sampling.decoding == PLAIN  # unset: the GFlowNet itself
     shipped = torch.load(SHIPPED / "gflownet-makespan.pt", weights_only=True)
     trained = TrainConfig.from_dict(json.loads(shipped["train_config"]))
     assert trained.inference_sigma == 0.002 and trained.validation_temperature == 0.005
+    assert trained.sampling.decoding == Decoding(logit_temperature=0.25, locality=2.0)

@@ -178,15 +178,25 @@ def training_graphs(
 RESUMABLE = ("run.steps", "run.workers")
 """The fields a resumed run may change (by their paths): they change nothing already done."""
 
+NEVER_TRAINED = (
+    "sampling.inference_sigma",
+    "sampling.inference_logit_temperature",
+    "sampling.inference_locality",
+)
+"""Fields training never reads (how a trained GFlowNet samples by default, set after training
+from its validation graphs): a resumed run may change them too, and they are not named."""
+
 
 def check_resumable(path: Path, stored: Any, current: Any) -> None:
     """Refuses to resume the run of checkpoint `path` (config `stored`) with another config.
 
     Raises:
-        TrainingError: naming, by path, every field that differs besides `RESUMABLE`.
+        TrainingError: naming, by path, every field that differs besides `RESUMABLE` and
+            `NEVER_TRAINED`.
     """
     before, now = _leaves(asdict(stored)), _leaves(asdict(current))
-    differs = sorted(k for k in now if k not in RESUMABLE and before.get(k) != now[k])
+    free = (*RESUMABLE, *NEVER_TRAINED)
+    differs = sorted(k for k in now if k not in free and before.get(k) != now[k])
     if differs:
         raise TrainingError(
             f"{path} was trained with another config ({', '.join(differs)} differ); resume "

@@ -48,7 +48,7 @@ from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import write_graph
 from graphopt.learning.runs import resolve_dataset
-from graphopt.learning.systems.gflownet.config import TrainConfig
+from graphopt.learning.systems.gflownet.config import PLAIN, TrainConfig
 from graphopt.learning.systems.gflownet.solver import GFlowNet, GFlowNetSamplerConfig
 from graphopt.learning.systems.gflownet.train import GRAPH_PREFIX
 from graphopt.learning.training import train
@@ -398,8 +398,14 @@ def temperature_sweep(
 
 
 def _speedups(problem: Problem, policy: str | None, samples: int, sigma: float) -> np.ndarray:
-    """The proxy speedups of `samples` schedules sampled at temperature `sigma`."""
-    sampler = GFlowNet(GFlowNetSamplerConfig(policy, samples=samples, sigma=sigma))
+    """The proxy speedups of `samples` schedules sampled at temperature `sigma`.
+
+    From the GFlowNet's own distribution (plain `Decoding`), as the figure compares sigmas.
+    """
+    config = GFlowNetSamplerConfig(
+        policy, samples, sigma, logit_temperature=PLAIN.logit_temperature, locality=PLAIN.locality
+    )
+    sampler = GFlowNet(config)
     schedules = [s for batch in sampler.batches(problem, np.random.default_rng(0)) for s in batch]
     total = problem.graph.total_runtime
     return np.array([total / problem.scorer.evaluate(p, e)[1] for p, e in schedules])

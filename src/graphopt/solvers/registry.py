@@ -207,7 +207,7 @@ SOLVERS: dict[str, SolverEntry] = {
         "graphopt.learning.systems.gflownet.solver",
         "gflownet",
         "GFlowNet: the shipped per-graph policy samples up to 1,000 schedules within the "
-        "budget, HEFT's schedule scored beside them, best kept (paper 004; makespan, any "
+        "budget, HEFT's four schedules scored beside them, best kept (paper 004; makespan, any "
         "device count)",
         learned=True,
         samples=True,

@@ -121,6 +121,37 @@ class ProxyConfig:
 
 
 @dataclass(frozen=True)
+class Decoding:
+    """How a trained policy's P_F logits become each step's draw at inference.
+
+    Training samples the GFlowNet itself (the default); both are chosen after training on the
+    validation graphs (`SamplingConfig.inference_logit_temperature`, `inference_locality`).
+
+    Attributes:
+        logit_temperature: the logits are divided by it (1: the policy's own distribution;
+            below 1 sharper, toward its preferred actions).
+        locality: a per-graph policy's logits gain this times the share of the op's input
+            bytes already on the device (`env.PAIR_FEATURES`' inputs_here), before the division:
+            among devices the proxy finds equally good (free transfers tie them) it keeps ops
+            beside their producers, as HEFT's tie-break does, so fewer transfers are cut where
+            the real machine pays for them.
+    """
+
+    logit_temperature: float = 1.0
+    locality: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.logit_temperature > 0:
+            raise ValueError(f"logit temperature must be > 0, got {self.logit_temperature}")
+        if not self.locality >= 0:
+            raise ValueError(f"locality must be >= 0, got {self.locality}")
+
+
+PLAIN = Decoding()
+"""Sampling P_F itself, as training does."""
+
+
+@dataclass(frozen=True)
 class SamplingConfig:
     """What a step samples and what a validation samples (paper 004 appendix C, E.1).
 
@@ -136,6 +167,14 @@ class SamplingConfig:
         inference_sigma: the temperature the trained policy samples at by default (the solver,
             the benchmarks); None: `validation_sigma`. Set after training, when another
             temperature proves better on the validation graphs; training never reads it.
+        inference_logit_temperature: what the trained policy divides P_F's logits by when it
+            samples by default: 1 draws from the GFlowNet itself; below 1 sharpens each step
+            toward the policy's preferred actions, a lower effective temperature than training
+            reached (a sigma below `sigma_min` is outside what the conditioning was trained
+            on). Set after training, like `inference_sigma`, from the validation graphs;
+            training never reads it.
+        inference_locality: `Decoding.locality` of the trained policy's default sampling, set
+            and never read by training likewise.
     """
 
     trajectories: int = 100
@@ -145,6 +184,8 @@ class SamplingConfig:
     validation_samples: int = 32
     validation_sigma: float = SIGMA_INFERENCE
     inference_sigma: float | None = None
+    inference_logit_temperature: float = 1.0
+    inference_locality: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("trajectories", "subgraph_ops", "validation_samples"):
@@ -154,10 +195,17 @@ class SamplingConfig:
             raise FieldError(
                 "sigma_min", f"must be in (0, sigma_max], got {self.sigma_min}, {self.sigma_max}"
             )
-        for name in ("validation_sigma", "inference_sigma"):
+        for name in ("validation_sigma", "inference_sigma", "inference_logit_temperature"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise FieldError(name, f"must be > 0, got {value}")
+        if not self.inference_locality >= 0:
+            raise FieldError("inference_locality", f"must be >= 0, got {self.inference_locality}")
+
+    @property
+    def decoding(self) -> Decoding:
+        """How the trained policy samples by default (`inference_logit_temperature`, ...)."""
+        return Decoding(self.inference_logit_temperature, self.inference_locality)
 
 
 @dataclass(frozen=True)

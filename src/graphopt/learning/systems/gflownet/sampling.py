@@ -19,7 +19,8 @@ from torch import Tensor
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.graph import Graph
 from graphopt.learning.memory import release_freed_memory
-from graphopt.learning.systems.gflownet.env import ActionError, PartialSchedules
+from graphopt.learning.systems.gflownet.config import PLAIN, Decoding
+from graphopt.learning.systems.gflownet.env import PAIR_FEATURES, ActionError, PartialSchedules
 from graphopt.learning.systems.gflownet.network import GraphEncodedPolicy, Policy
 
 
@@ -45,6 +46,10 @@ class Trajectories:
     step_log_pf: Tensor
 
 
+INPUTS_HERE = PAIR_FEATURES.index("inputs_here")
+"""The pair feature `Decoding.locality` weights."""
+
+
 def sample_trajectories(
     policy: Policy,
     graph: Graph,
@@ -56,6 +61,7 @@ def sample_trajectories(
     pinned: np.ndarray | None = None,
     uniform_backward: bool = False,
     backward: bool = True,
+    decoding: Decoding = PLAIN,
 ) -> Trajectories:
     """Samples `batch` schedules of `graph` from P_F at temperature `sigma`, op by op.
 
@@ -77,6 +83,9 @@ def sample_trajectories(
             the backward head's (a GFlowNet may learn P_B or fix it).
         backward: False: a per-graph policy skips log P_B (left 0), which only the losses
             need (the solver samples without it).
+        decoding: how P_F's logits become the draw (`Decoding`; the default samples P_F
+            itself); log_pf is that of the distribution sampled. Locality needs a per-graph
+            policy.
     """
     d = _devices(policy, machine)
     log_sigma = _log_sigma(sigma, batch)
@@ -93,7 +102,10 @@ def sample_trajectories(
             uniform_backward,
             generator,
             backward=backward,
+            decoding=decoding,
         )[0]
+    if decoding.locality:
+        raise ValueError("locality decoding needs a per-graph policy (its pair features)")
     masks = context
     schedules = PartialSchedules(graph, machine, batch)
     rows = torch.arange(batch)
@@ -118,7 +130,7 @@ def sample_trajectories(
             break
         offered = ready[:, :, None] if allowed is None else ready[:, :, None] & allowed
         logits = forward.masked_fill(~offered, -math.inf).reshape(batch, n * d)
-        log_p = logits.log_softmax(dim=1)
+        log_p = (logits / decoding.logit_temperature).log_softmax(dim=1)
         action = torch.multinomial(log_p.detach().exp(), 1, generator=generator).squeeze(1)
         taken = log_p[rows, action]
         log_pf = log_pf + taken
@@ -281,6 +293,7 @@ def _walk(
     generator: torch.Generator | None,
     forced: Tensor | None = None,
     backward: bool = True,
+    decoding: Decoding = PLAIN,
 ) -> tuple[Trajectories, Tensor | None]:
     """Runs a per-graph policy over B schedules, sampling each action or taking `forced`'s.
 
@@ -288,6 +301,7 @@ def _walk(
     candidates`, `pair_features`: O(B x ready x d)) and runs the light heads on them. With
     `forced` ([B, n] actions, op * d + device) the actions are replayed and the second result
     holds each step's entropy, under gradient when enabled (PPO's replays); else it is None.
+    P_F's logits are decoded by `decoding` (`sample_trajectories`).
     """
     d, n = machine.n_devices, graph.n_ops
     batch = log_sigma.shape[0]
@@ -320,9 +334,12 @@ def _walk(
         ops = torch.from_numpy(ops_np)
         real = ops >= 0
         packed = ops[real]
-        logits = policy.forward_logits(
-            prepared, packed, torch.from_numpy(pairs), torch.from_numpy(prior)
-        )
+        pair_tensor = torch.from_numpy(pairs)
+        logits = policy.forward_logits(prepared, packed, pair_tensor, torch.from_numpy(prior))
+        if decoding.locality:
+            logits = logits + decoding.locality * pair_tensor[..., INPUTS_HERE]
+        if decoding.logit_temperature != 1.0:
+            logits = logits / decoding.logit_temperature
         if allowed is not None:
             logits = logits.masked_fill(~allowed[packed], -math.inf)
         full = logits.new_full((batch, ops.shape[1], d), -math.inf)

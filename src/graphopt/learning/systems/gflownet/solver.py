@@ -22,9 +22,10 @@ one torch thread (`learning.threads`): beside numba's runtime, two threads made 
 Under `optimize`'s default budget the solver takes `DEFAULT_SECONDS`, not the default budget's
 10 s: a sampler has no stall rule to end it sooner.
 
-HEFT's schedule is scored first and offered as one more candidate (one evaluation), so the
-solver is never worse than HEFT; its note says whether a sampled schedule beat it, and by how
-much.
+HEFT's schedules are scored first and offered as candidates beside the samples: plain HEFT and
+its timeline variants (`HEFT_VARIANTS`: HEFT's insertion policy, a lookahead, both), which the
+`heft` solver offers too, four evaluations in milliseconds. So the solver is never worse than
+the `heft` solver; its note says whether a sampled schedule beat HEFT's best, and by how much.
 
 Without a `policy`, the shipped one is used (`graphopt/policies/gflownet-makespan.pt`, a
 per-graph policy that serves any device count; a `gflownet-makespan-d<d>.pt` would take
@@ -40,6 +41,7 @@ from collections.abc import Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -48,8 +50,14 @@ from graphopt.ir.solution import Solution
 from graphopt.learning.formats import CheckpointError, shipped_policy_path
 from graphopt.learning.runs import stored_configs
 from graphopt.learning.saving import load_weights, read_checkpoint
-from graphopt.learning.systems.gflownet.config import GFLOWNET_FORMAT, GFlowNetConfig, TrainConfig
-from graphopt.learning.systems.gflownet.network import Policy, build_policy
+from graphopt.learning.systems.gflownet.config import (
+    GFLOWNET_FORMAT,
+    PLAIN,
+    Decoding,
+    GFlowNetConfig,
+    TrainConfig,
+)
+from graphopt.learning.systems.gflownet.network import GraphEncodedPolicy, Policy, build_policy
 from graphopt.learning.systems.gflownet.sampling import sample_trajectories
 from graphopt.learning.threads import one_torch_thread
 from graphopt.solvers.base import (
@@ -63,7 +71,7 @@ from graphopt.solvers.base import (
     Tracker,
 )
 from graphopt.solvers.candidates import top_candidates
-from graphopt.solvers.list_scheduling import heft_events
+from graphopt.solvers.list_scheduling import HEFT_VARIANTS, heft_events, heft_timeline
 
 CHUNK = 125
 """Most schedules sampled per policy batch: 125 sampled 1,000 schedules of a 100-op graph faster
@@ -171,24 +179,52 @@ class GFlowNetSamplerConfig:
             (`TrainConfig.inference_sigma`: its `sampling.inference_sigma` when set, as the
             shipped policy's 0.002, else its validation temperature, paper 004's 0.005 by
             default, or a PPO policy's training temperature).
+        logit_temperature: what P_F's logits are divided by at each step; None: the
+            checkpoint's `sampling.inference_logit_temperature` (1 unless set after training;
+            the shipped policy's 0.25).
+        locality: the weight of the locality preference (`Decoding`); None: the checkpoint's
+            `sampling.inference_locality` (0 unless set after training; the shipped policy's 2).
     """
 
     policy: str | None = None
     samples: int = 1000
     sigma: float | None = None
+    logit_temperature: float | None = None
+    locality: float | None = None
 
     def __post_init__(self) -> None:
         if self.samples < 1:
             raise SolverError(f"samples must be >= 1, got {self.samples}")
         if self.sigma is not None and not self.sigma > 0:
             raise SolverError(f"temperature sigma must be > 0, got {self.sigma}")
+        try:
+            self.decoding(PLAIN)
+        except ValueError as error:
+            raise SolverError(str(error)) from None
+
+    def decoding(self, default: Decoding) -> Decoding:
+        """`default` (the checkpoint's) with the fields this config gives."""
+        return Decoding(
+            default.logit_temperature if self.logit_temperature is None else self.logit_temperature,
+            default.locality if self.locality is None else self.locality,
+        )
+
+
+class LoadedPolicy(NamedTuple):
+    """A checkpoint's policy and how it samples by default (`load_gflownet_policy`)."""
+
+    policy: Policy
+    sigma: float
+    """`TrainConfig.inference_sigma` of the run."""
+    decoding: Decoding
+    """`SamplingConfig.decoding` of the run."""
 
 
 @cache
-def load_gflownet_policy(path: str, n_devices: int) -> tuple[Policy, float]:
-    """A GFlowNet checkpoint's policy for `n_devices` devices, and its default temperature.
+def load_gflownet_policy(path: str, n_devices: int) -> LoadedPolicy:
+    """A GFlowNet checkpoint's policy for `n_devices` devices, and how it samples by default.
 
-    Loaded once per process; the temperature is `TrainConfig.inference_sigma` of the run.
+    Loaded once per process.
 
     Raises:
         CheckpointError: not a GFlowNet checkpoint, malformed, or for another device count.
@@ -201,7 +237,7 @@ def load_gflownet_policy(path: str, n_devices: int) -> tuple[Policy, float]:
             f"{path} is a policy for {config.n_devices} devices, the machine has {n_devices}"
         )
     load_weights(policy, record["model_state"], f"{path}: model_state")
-    return policy.eval(), trained.inference_sigma
+    return LoadedPolicy(policy.eval(), trained.inference_sigma, trained.sampling.decoding)
 
 
 @dataclass(frozen=True)
@@ -213,12 +249,14 @@ class BatchSampler:
         policy: the trained policy for the machine's device count.
         sigma: the temperature it samples at.
         context: `policy.context` of the graph, built once for every batch.
+        decoding: how P_F's logits become each draw (`Decoding`).
     """
 
     problem: Problem
     policy: Policy
     sigma: float
     context: object
+    decoding: Decoding = PLAIN
 
     @property
     def chunk(self) -> int:
@@ -240,6 +278,7 @@ class BatchSampler:
                 self.context,
                 problem.pinned,
                 backward=False,
+                decoding=self.decoding,
             )
         placements, events = sampled.schedules.solutions()
         return list(zip(placements, events, strict=True))
@@ -261,14 +300,15 @@ class GFlowNet(Solver):
         self.config = config or GFlowNetSamplerConfig()
         self.sampled: Schedules = []
         self.heft: Schedules = []
-        """HEFT's schedule of the last run, a candidate beside the sampled ones."""
+        """HEFT's schedules of the last run (plain, then the timeline variants), candidates
+        beside the sampled ones."""
         self.heft_makespan = np.inf
-        """Its makespan, scored once when offered."""
+        """The best of their makespans, each scored once when offered."""
         self.best_sampled = np.inf
         """The best makespan a sampled schedule of the last run reached (within capacity)."""
 
-    def policy(self, problem: Problem) -> tuple[Policy, float]:
-        """The trained policy for this problem's device count, and the temperature to sample at.
+    def policy(self, problem: Problem) -> LoadedPolicy:
+        """The trained policy for this problem's device count, and how to sample it.
 
         Raises:
             SolverError: no checkpoint given and none shipped for the device count, or a
@@ -282,10 +322,15 @@ class GFlowNet(Solver):
                 "`graphopt train gflownet CONFIG` and pass it with --policy"
             )
         try:
-            policy, sigma = load_gflownet_policy(path, d)
+            loaded = load_gflownet_policy(path, d)
         except CheckpointError as error:
             raise SolverError(str(error)) from None
-        return policy, sigma if self.config.sigma is None else self.config.sigma
+        config = self.config
+        sigma = loaded.sigma if config.sigma is None else config.sigma
+        decoding = config.decoding(loaded.decoding)
+        if decoding.locality and not isinstance(loaded.policy, GraphEncodedPolicy):
+            raise SolverError(f"{path}: locality decoding needs a per-graph policy")
+        return LoadedPolicy(loaded.policy, sigma, decoding)
 
     def run(self, problem: Problem, tracker: Tracker, rng: Rng, initial: Initial) -> None:
         """Samples batch after batch, scores every schedule and offers each batch whole.
@@ -296,6 +341,7 @@ class GFlowNet(Solver):
         When fewer than `samples` were drawn, a note says so and why.
         """
         self.sampled, self.heft, self.best_sampled = [], [], np.inf
+        self.heft_makespan = np.inf
         asked, seconds = self.config.samples, tracker.budget.seconds
         times = BatchTimes()
         with suppress(BudgetExhausted):
@@ -321,25 +367,36 @@ class GFlowNet(Solver):
             tracker.note(self._shortfall(tracker, times))
 
     def _offer_heft(self, problem: Problem, tracker: Tracker) -> None:
-        """Scores HEFT's schedule and offers it (one evaluation), before any sampling."""
-        graph, machine = problem.graph, problem.machine
-        placement, events = heft_events(graph, machine, problem.pinned)
-        peaks, span, _ = problem.scorer.evaluate(placement, events)
-        self.heft, self.heft_makespan = [(placement, events)], span
-        tracker.offer(placement, events, peaks, span)
+        """Scores HEFT's schedules and offers each (an evaluation each), before any sampling.
+
+        Plain HEFT first, then each timeline variant; `heft` and `heft_makespan` keep them
+        and their best makespan as they are offered, so a budget ending among them loses none.
+        """
+        graph, machine, pinned = problem.graph, problem.machine, problem.pinned
+        schedules = [heft_events(graph, machine, pinned)]
+        for insertion, lookahead in HEFT_VARIANTS.values():
+            timed = heft_timeline(graph, machine, pinned, insertion=insertion, lookahead=lookahead)
+            schedules.append((timed.placement, timed.events))
+        for placement, events in schedules:
+            peaks, span, _ = problem.scorer.evaluate(placement, events)
+            self.heft.append((placement, events))
+            self.heft_makespan = min(self.heft_makespan, span)
+            tracker.offer(placement, events, peaks, span)
 
     def _against_heft(self) -> str:
-        """The note comparing the best sampled schedule with HEFT's (makespans, within capacity)."""
+        """The note comparing the best sample with HEFT's best schedule (makespans, in capacity)."""
         heft, best = self.heft_makespan, self.best_sampled
         if not self.sampled:
-            return "only HEFT's schedule was scored: the budget allowed no sample"
+            return "only HEFT's schedules were scored: the budget allowed no sample"
         if math.isinf(best):
-            return "no sampled schedule fits the capacity; HEFT's schedule is kept"
+            return "no sampled schedule fits the capacity; HEFT's best schedule is kept"
         if best < heft:
             faster = 100.0 * (1.0 - best / heft)
-            return f"the best sampled schedule is {faster:.2f}% faster than HEFT's"
+            return f"the best sampled schedule is {faster:.2f}% faster than HEFT's best"
         slower = 100.0 * (best / heft - 1.0) if heft > 0 else 0.0
-        return f"no sampled schedule beat HEFT's ({slower:.2f}% slower at best); HEFT's is kept"
+        return (
+            f"no sampled schedule beat HEFT's best ({slower:.2f}% slower at best); HEFT's is kept"
+        )
 
     def _offer(self, problem: Problem, tracker: Tracker, batch: Schedules) -> None:
         """Scores every schedule of `batch`, keeps them, and offers the batch to the tracker.
@@ -379,8 +436,9 @@ class GFlowNet(Solver):
 
     def sampler(self, problem: Problem) -> BatchSampler:
         """Draws batches of `problem`'s schedules from the policy, loaded once for all."""
-        policy, sigma = self.policy(problem)
-        return BatchSampler(problem, policy, sigma, policy.context(problem.graph, problem.machine))
+        policy, sigma, decoding = self.policy(problem)
+        context = policy.context(problem.graph, problem.machine)
+        return BatchSampler(problem, policy, sigma, context, decoding)
 
     def batches(self, problem: Problem, rng: np.random.Generator) -> Iterator[Schedules]:
         """All `samples` schedules as (placement, events) pairs, `BatchSampler.chunk` at a time.

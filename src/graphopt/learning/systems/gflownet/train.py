@@ -64,6 +64,7 @@ from graphopt.learning.systems.gflownet.sampling import (
     score_trajectories,
 )
 from graphopt.learning.training import Run, Session, System
+from graphopt.solvers.list_scheduling import heft_events
 
 LOG_COLUMNS = (
     "step",
@@ -82,13 +83,16 @@ LOG_COLUMNS = (
     "approx_kl",
     "validation_reward",
     "validation_speedup",
+    "validation_best",
+    "validation_heft",
 )
 """What log.csv records: per step the loss, the mean sampled speedup, mean log-reward and mean
 zeta (the implied log Z), the temperature, the graph size and the device count; with PPO also
 the mean per-step entropy of P_F, the share of clipped steps and the approximate KL divergence
 from the sampling policy (each averaged over the step's updates, as are its loss and gradient
 norm); with search trajectories (`experts`) the best one's speedup; per validation the mean
-speedup."""
+speedup (the criterion), the mean of each graph's best sample and, as a fixed reference for
+the learning curve, the mean of HEFT's speedups on the same graphs."""
 
 
 def _graph_files(
@@ -287,9 +291,13 @@ def _ppo_step(
 def _validate(
     config: TrainConfig, network: Policy, graphs: _Graphs, ids: np.ndarray, step: int
 ) -> dict[str, float]:
-    """Mean speedup of schedules sampled at `validation_temperature` on the validation graphs."""
+    """Mean speedup of schedules sampled at `validation_temperature` on the validation graphs.
+
+    Beside it, the mean best sample and HEFT's mean (`heft_events`), which the issue's bar
+    compares the best of K with.
+    """
     network.eval()
-    means = []
+    means, best, heft = [], [], []
     with torch.no_grad():
         for position, index in enumerate(ids.tolist()):
             graph, scorer, masks = graphs.get("valid", index)
@@ -303,9 +311,19 @@ def _validate(
                 generator,
                 masks,
             )
-            means.append(float(sampled.schedules.speedups(scorer).mean()))
+            speedups = sampled.schedules.speedups(scorer)
+            means.append(float(speedups.mean()))
+            best.append(float(speedups.max()))
+            span = scorer.evaluate(*heft_events(graph, graphs.machine))[1]
+            heft.append(graph.total_runtime / span if span > 0 else 1.0)
     mean = float(np.mean(means))
-    return {"step": step, "validation_reward": mean, "validation_speedup": mean}
+    return {
+        "step": step,
+        "validation_reward": mean,
+        "validation_speedup": mean,
+        "validation_best": float(np.mean(best)),
+        "validation_heft": float(np.mean(heft)),
+    }
 
 
 def _start_from(network: Policy, config: TrainConfig) -> None:
