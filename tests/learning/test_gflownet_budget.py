@@ -15,7 +15,12 @@ from graphopt.cli import app
 from graphopt.costmodels.machine import Machine
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
-from graphopt.learning.systems.gflownet.solver import BatchTimes, GFlowNet, GFlowNetSamplerConfig
+from graphopt.learning.systems.gflownet.solver import (
+    GROWTH,
+    BatchTimes,
+    GFlowNet,
+    GFlowNetSamplerConfig,
+)
 from graphopt.optimize import optimize
 from graphopt.solvers.base import Budget, Objective, Problem
 from learned import save_untrained_gflownet
@@ -53,6 +58,9 @@ def test_every_schedule_sampled_before_the_time_ends_is_scored(checkpoint, drawn
     result = solver.solve(makespan_problem(12), Budget(seconds=0.5), seed=0)
     # every sample, and HEFT's schedules
     assert sum(drawn) == result.evaluations - len(solver.heft) == len(solver.sampled) > 1
+    # each batch at most GROWTH times the largest before it: predictions stay near measurements
+    assert drawn[0] == 1 and len(drawn) > 2
+    assert GROWTH == 4 and all(size <= 4 * max(drawn[:i]) for i, size in enumerate(drawn) if i)
     note = result.solution.solver["notes"][-1]
     assert note.startswith(f"sampled {len(solver.sampled):,} of the 100,000 schedules asked in ")
     assert "s: the time budget allowed no more" in note
