@@ -183,7 +183,11 @@ def test_optimize_returns_and_the_cli_writes_the_top_k(checkpoint, tmp_path) -> 
 
 @pytest.mark.parametrize(
     ("name", "config"),
-    [("gflownet-makespan.pt", "gflownet-graph"), ("gflownet-paper-makespan-d4.pt", "gflownet")],
+    [
+        ("gflownet-makespan.pt", "gflownet-graph"),
+        ("gflownet-paper-makespan-d4.pt", "gflownet"),
+        ("gflownet-ppo-makespan.pt", "gflownet-graph-ppo"),
+    ],
 )
 def test_the_shipped_policies_are_the_shipped_configs_runs(name, config) -> None:
     record = read_checkpoint(SHIPPED / name, GFLOWNET_FORMAT)
@@ -235,3 +239,14 @@ def test_never_worse_than_the_heft_solver(checkpoint, family) -> None:
     assert result.value <= heft.value * (1 + 1e-12)
     assert solver.heft_makespan == pytest.approx(heft.value, rel=1e-12)
     assert Scorer(graph, task.machine).score(result.solution).makespan == result.value
+
+
+def test_the_shipped_ppo_policy_samples_at_its_training_temperature() -> None:
+    """The per-graph PPO baseline (`gflownet-ppo-makespan.pt`), for --policy: any device count,
+    its one temperature, its own distribution."""
+    path = str(SHIPPED / "gflownet-ppo-makespan.pt")
+    task = problem(devices=3)
+    sampler = GFlowNet(GFlowNetSamplerConfig(path)).sampler(task)
+    assert sampler.sigma == 0.25 and sampler.decoding == PLAIN
+    result = GFlowNet(GFlowNetSamplerConfig(path)).solve(task, Budget(evaluations=12), seed=0)
+    assert Scorer(task.graph, task.machine).score(result.solution).makespan == result.value

@@ -30,7 +30,8 @@ the `heft` solver; its note says whether a sampled schedule beat HEFT's best, an
 Without a `policy`, the shipped one is used (`graphopt/policies/gflownet-makespan.pt`, a
 per-graph policy that serves any device count; a `gflownet-makespan-d<d>.pt` would take
 precedence for its count). Paper 004's per-state policy ships beside it as
-`gflownet-paper-makespan-d4.pt`, for `--policy`.
+`gflownet-paper-makespan-d4.pt`, and the per-graph network trained by PPO as
+`gflownet-ppo-makespan.pt`, both for `--policy`.
 """
 
 from __future__ import annotations
