@@ -131,12 +131,15 @@ class Budget:
             the scorer, so a makespan search never stops on its bound.
         stall: end the search sooner once it has stalled (`Stall`); None spends the whole
             budget (an exact `--time` or `--budget`).
+        solver_default: `seconds` is the solver's own `Solver.default_seconds`, which replaced
+            the default budget's (set by `Solver.solve`, so notes can say "the default").
     """
 
     evaluations: int | None = None
     seconds: float | None = None
     stop_at_bound: bool = True
     stall: Stall | None = None
+    solver_default: bool = False
 
     def __post_init__(self) -> None:
         if self.evaluations is None and self.seconds is None:
@@ -685,8 +688,8 @@ class Solver(ABC):
         problem.check_capacity()
         if not self.stops_when_stalled:
             if budget.stall is not None and self.default_seconds is not None:
-                seconds = min(budget.seconds or math.inf, self.default_seconds)
-                budget = replace(budget, seconds=seconds)
+                if self.default_seconds < (budget.seconds or math.inf):
+                    budget = replace(budget, seconds=self.default_seconds, solver_default=True)
             budget = replace(budget, stall=None)
         tracker = Tracker(problem, budget, progress)
         status: Status = "feasible"

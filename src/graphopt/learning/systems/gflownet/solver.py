@@ -432,7 +432,7 @@ class GFlowNet(Solver):
         evaluations = tracker.budget.evaluations
         if tracker.remaining == 0 and evaluations is not None:
             limit = f"the budget of {evaluations:,} evaluations"
-        elif tracker.budget.seconds == self.default_seconds:
+        elif tracker.budget.solver_default:
             limit = f"the default {self.default_seconds:g} s (--time or --budget for more)"
         else:
             limit = "the time budget"
