@@ -70,7 +70,6 @@ from graphopt.papers.gflownet import (
     target_models,
 )
 from graphopt.solvers.base import Objective, Problem
-from graphopt.solvers.list_scheduling import heft_events
 
 HELD_OUT_ZOO = (
     "resnet18",
@@ -133,7 +132,8 @@ def target_speedup(problem: Problem, schedules: list) -> float:
 
 def heft_makespan(problem: Problem) -> float:
     """Plain HEFT's makespan (lazy transfers), scored by the contract's scorer."""
-    return problem.scorer.evaluate(*heft_events(problem.graph, problem.machine))[1]
+    ((placement, events),) = heft_schedules(problem)
+    return problem.scorer.evaluate(placement, events)[1]
 
 
 def held_out_graphs(sizes: list[int], seeds: int, zoo: list[str]) -> list[tuple[str, Graph]]:

@@ -17,11 +17,14 @@ from graphopt.ir.graph import Graph
 from graphopt.solvers.base import Budget, Objective, Problem, Result
 from graphopt.solvers.events import events_from_op_order
 from graphopt.solvers.list_scheduling import (
+    HEFT_VARIANTS,
     CriticalPathScheduler,
     HeftScheduler,
     bottom_levels,
     critical_path_schedule,
     heft_schedule,
+    heft_timeline,
+    heft_timelines,
     upward_ranks,
 )
 from strategies import graphs, machines, solvable
@@ -152,6 +155,19 @@ def test_pins_are_honoured_and_runs_are_deterministic(problem: Problem) -> None:
         assert np.array_equal(placement[pinned >= 0], pinned[pinned >= 0])
         again = solver().solve(problem, BUDGET)
         assert np.array_equal(again.solution.order, result.solution.order)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pinned_problems())
+def test_every_timeline_variant_at_once_equals_each_alone(problem: Problem) -> None:
+    """`heft_timelines` (ranks, order and children once) against `heft_timeline` per variant."""
+    g, machine, pinned = problem.graph, problem.machine, problem.pinned
+    together = heft_timelines(g, machine, pinned)
+    assert list(together) == list(HEFT_VARIANTS)
+    for variant, (insertion, lookahead) in HEFT_VARIANTS.items():
+        alone = heft_timeline(g, machine, pinned, insertion=insertion, lookahead=lookahead)
+        assert np.array_equal(together[variant].placement, alone.placement)
+        assert np.array_equal(together[variant].events, alone.events)
 
 
 @pytest.mark.parametrize("schedule", [critical_path_schedule, heft_schedule])

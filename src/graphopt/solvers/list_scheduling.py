@@ -707,6 +707,24 @@ def heft_timeline(
     return timeline_schedule(graph, machine, order, pinned, insertion=insertion, child=child)
 
 
+def heft_timelines(
+    graph: Graph, machine: Machine, pinned: np.ndarray | None = None
+) -> dict[str, TimedSchedule]:
+    """`heft_timeline` of every variant in `HEFT_VARIANTS`, by name; ranks and order once.
+
+    What the `heft` solver offers after plain HEFT, and the GFlowNet solver beside its samples.
+    """
+    rank = upward_ranks(graph, machine)
+    order = priority_order(graph, rank)
+    child = most_critical_children(graph, rank)
+    return {
+        variant: timeline_schedule(
+            graph, machine, order, pinned, insertion=insertion, child=child if lookahead else None
+        )
+        for variant, (insertion, lookahead) in HEFT_VARIANTS.items()
+    }
+
+
 class CriticalPathScheduler(Solver):
     """Critical-path list scheduling (`critical_path_schedule`), honouring pins."""
 
@@ -740,9 +758,8 @@ class HeftScheduler(Solver):
         self.schedules.clear()
         placement, order = heft_schedule(graph, machine, pinned)
         offer_op_orders(problem, tracker, placement, [order])
-        for variant, (insertion, lookahead) in HEFT_VARIANTS.items():
-            timed = heft_timeline(graph, machine, pinned, insertion=insertion, lookahead=lookahead)
-            self.schedules[variant] = timed
+        self.schedules.update(heft_timelines(graph, machine, pinned))
+        for timed in self.schedules.values():
             offer_timed(problem, tracker, timed)
 
 

@@ -72,7 +72,7 @@ from graphopt.solvers.base import (
     Tracker,
 )
 from graphopt.solvers.candidates import top_candidates
-from graphopt.solvers.list_scheduling import HEFT_VARIANTS, heft_events, heft_timeline
+from graphopt.solvers.list_scheduling import heft_events, heft_timelines
 
 CHUNK = 125
 """Most schedules sampled per policy batch: 125 sampled 1,000 schedules of a 100-op graph faster
@@ -384,8 +384,7 @@ class GFlowNet(Solver):
         """
         graph, machine, pinned = problem.graph, problem.machine, problem.pinned
         schedules = [heft_events(graph, machine, pinned)]
-        for insertion, lookahead in HEFT_VARIANTS.values():
-            timed = heft_timeline(graph, machine, pinned, insertion=insertion, lookahead=lookahead)
+        for timed in heft_timelines(graph, machine, pinned).values():
             schedules.append((timed.placement, timed.events))
         for placement, events in schedules:
             peaks, span, _ = problem.scorer.evaluate(placement, events)
