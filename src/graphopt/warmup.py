@@ -75,6 +75,7 @@ STAGES: tuple[dict[str, tuple[str, ...]], ...] = (
             "local-search",
             "annealing",
             "expert",
+            "partition-hint",
         ),
         "fusion policies": (
             "critical-path --fusion default",
@@ -100,7 +101,6 @@ STAGES: tuple[dict[str, tuple[str, ...]], ...] = (
             "gdp-policy",
             "go",
             "go-policy",
-            "partition-hint",
             "hdp",
             "compiler-default",
             "compiler-default --fusion default",
@@ -124,9 +124,10 @@ that no other group of the stage compiles, so each may compile in its own proces
 solver's name, or a name and `--fusion CHOICE` as on the command line, run on the graph with
 fusion classes. The first stage compiles each family's own kernels (random-search's are not
 local search's: it samples orders and scores them in batches; the fusion policies run on list
-scheduling's solutions); the second what is made of them (the portfolio, BRKGA and local search
-over fusion; the learned solvers, which import torch, with GO's baselines and the partition hint,
-which share the ready queues over batches of placements); the third the learned solvers' and
+scheduling's solutions; the partition hint, with the partitions it schedules, compiles the ready
+queues over batches of placements that `auto`, GO and its baselines share); the second what is
+made of them (the portfolio, BRKGA and local search over fusion; the learned solvers, which import
+torch, with GO's baselines); the third the learned solvers' and
 GO's searches over fusion, which share GO's fused decoder with the searches of the second
 stage."""
 
