@@ -111,11 +111,11 @@ def test_a_smoke_run_shows_its_phases_and_reports_the_commands_wall_time(tmp_pat
         f"building dataset regal-smoke in {tmp_path / 'run' / 'dataset'}",
         "features and uniform-BRKGA references of the train graphs",
         "features and uniform-BRKGA references of the valid graphs",
-        "validating the untrained policy",
+        "validating the policy at step 0",
         "validating at step 1",
     ):
         assert f"train config: {phase}" in lines
-    assert lines.index("train config: validating the untrained policy") < lines.index(
+    assert lines.index("train config: validating the policy at step 0") < lines.index(
         "train config: validating at step 1"
     )
     trained = re.fullmatch(r"trained 1 step in ([0-9.]+) s; .*", last)

@@ -17,9 +17,15 @@ from graphopt.cli import app
 from graphopt.errors import GraphoptError
 from graphopt.ir.generators import generate
 from graphopt.ir.io import write_graph
-from graphopt.learning.formats import CheckpointError
+from graphopt.learning.formats import CheckpointError, shipped_policy_path
 from graphopt.learning.run_dir import TrainingError
-from graphopt.learning.systems.gflownet.config import PLAIN, Decoding, TrainConfig
+from graphopt.learning.saving import read_checkpoint
+from graphopt.learning.systems.gflownet.config import (
+    GFLOWNET_FORMAT,
+    PLAIN,
+    Decoding,
+    TrainConfig,
+)
 from graphopt.learning.systems.gflownet.env import connected_subgraph
 from graphopt.learning.systems.gflownet.network import build_policy
 from graphopt.learning.systems.gflownet.train import SYSTEM, _graph_files
@@ -211,6 +217,45 @@ def test_a_run_can_start_from_a_trained_policy(toy_dataset, tmp_path) -> None:
     missing = dataclasses.replace(config, init=str(tmp_path / "nothing.pt"))
     with pytest.raises(TrainingError, match="init: no policy checkpoint at"):
         train("gflownet", missing, tmp_path / "fourth")
+
+
+def test_steps_and_validations_run_on_one_torch_thread(toy_dataset, tmp_path, monkeypatch):
+    threads: list[int] = []
+    start = SYSTEM.start
+
+    def watched(run):
+        session = start(run)
+
+        def counted(call):
+            return lambda step: threads.append(torch.get_num_threads()) or call(step)
+
+        return dataclasses.replace(
+            session, step=counted(session.step), validate=counted(session.validate)
+        )
+
+    monkeypatch.setattr(SYSTEM, "start", watched)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        train("gflownet", tiny(toy_dataset, 2), tmp_path / "run")
+        assert threads and set(threads) == {1}, threads
+        assert torch.get_num_threads() == 2  # the caller's count, back after the run
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_run_starts_from_a_shipped_policy_named_by_its_file_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no file of that name here: the packaged one is read
+    campaign = TrainConfig.load("gflownet-campaign")
+    assert campaign.init == "gflownet-makespan.pt"
+    started = SYSTEM.network(campaign)
+    shipped = read_checkpoint(shipped_policy_path("gflownet", "makespan"), GFLOWNET_FORMAT)
+    for key, value in started.state_dict().items():
+        assert torch.equal(value, shipped["model_state"][key]), key
+    own = tmp_path / "gflownet-makespan.pt"
+    own.write_bytes(b"not a checkpoint")  # a user's file of that name wins over the package
+    with pytest.raises(TrainingError, match="init: .*gflownet-makespan.pt"):
+        SYSTEM.network(campaign)
 
 
 def test_an_inference_temperature_is_sampled_at_but_never_validated_at(toy_dataset, tmp_path):

@@ -166,3 +166,15 @@ def shipped_policy_path(method: str, objective: str, n_devices: int | None = Non
         if path.is_file():
             return str(path)
     return None
+
+
+def checkpoint_file(path: str) -> str:
+    """`path` as given, or the packaged policy of that file name when no such file exists.
+
+    So a shipped config can start from a shipped policy (`init: "gflownet-makespan.pt"`) from
+    any working directory, and a user's own file of the same name still wins.
+    """
+    if Path(path).exists():
+        return path
+    packaged = resources.files("graphopt.policies").joinpath(path)
+    return str(packaged) if Path(path).name == path and packaged.is_file() else path

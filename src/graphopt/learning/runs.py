@@ -390,7 +390,7 @@ def run_steps(
         phase: announces each validation, which may take longer than many steps.
     """
     if state.step == 0:
-        phase("validating the untrained policy", 0)
+        phase("validating the policy at step 0", 0)
         row = validate(0)
         state.history.append(row)
         log.add(row)

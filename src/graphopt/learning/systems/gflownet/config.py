@@ -290,9 +290,10 @@ class TrainConfig(TrainingConfig):
         run: steps, cadence, graphs used, seed (workers are not used: sampling is batched).
         devices: device counts a step draws from, uniformly (a per-graph policy, which serves
             any count; empty: always `policy.n_devices`, on which validation runs either way).
-        init: a GFlowNet checkpoint (a run's best.pt) whose weights start this run instead of
-            the seeded random ones: a trained policy trained on with another config (more
-            steps, other graphs, search trajectories). Its network config must be `policy`'s
+        init: a GFlowNet checkpoint (a run's best.pt, or a shipped policy's file name when no
+            such file exists) whose weights start this run instead of the seeded random ones:
+            a trained policy trained on with another config (more steps, other graphs, search
+            trajectories). Its network config must be `policy`'s
             (any `n_devices` for a per-graph policy).
     """
 

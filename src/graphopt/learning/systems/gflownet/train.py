@@ -45,7 +45,7 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.datasets import Dataset
 from graphopt.ir.graph import Graph
-from graphopt.learning.formats import CheckpointError
+from graphopt.learning.formats import CheckpointError, checkpoint_file
 from graphopt.learning.graphs import GraphCache
 from graphopt.learning.objectives.log_partition_variance import log_partition_variance_loss
 from graphopt.learning.objectives.ppo import PPOLoss, ppo_loss, ppo_update, trajectory_advantages
@@ -328,7 +328,7 @@ def _validate(
 
 def _start_from(network: Policy, config: TrainConfig) -> None:
     """Loads `config.init`'s weights into the new network, whose config must be the same."""
-    path = str(config.init)
+    path = checkpoint_file(str(config.init))
     try:
         record = read_checkpoint(path, GFLOWNET_FORMAT)
         _, stored = stored_configs(record, path, TrainConfig.from_dict, GFlowNetConfig)
