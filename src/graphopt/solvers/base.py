@@ -756,7 +756,7 @@ def finish(solver: Solver, problem: Problem, tracker: Tracker, seed: int, status
     if tracker.compiles.count:
         notes.append(
             f"numba compiled {tracker.compiles.count} kernel"
-            f"{'' if tracker.compiles.count == 1 else 's'} in {tracker.compiles.seconds:.1f} s "
+            f"{'' if tracker.compiles.count == 1 else 's'} in {tracker.compiles.seconds:.3g} s "
             "during the search, not counted in its time (run `graphopt warmup` once after "
             "installing)"
         )
