@@ -1,9 +1,10 @@
 """Does the GFlowNet policy learn? Its gain over its own untrained start on held-out graphs.
 
     .venv/bin/python benchmarks/gflownet_learning.py RUN_DIR [--graphs 40] [--samples 32]
-        [--json out.json]
+        [--checkpoint best.pt] [--json out.json]
 
-RUN_DIR is a `graphopt train gflownet` run (its config.json, best.pt and built dataset). The
+RUN_DIR is a `graphopt train gflownet` run (its config.json, best.pt and built dataset;
+`--checkpoint last.pt` reads the latest weights of a run still going instead). The
 untrained start is rebuilt exactly as training built it (the run's seed, then the network), so
 the comparison is the policy before and after training. On `--graphs` graphs spread over the
 dataset's test split (never trained or validated on), both sample `--samples` schedules at the
@@ -49,13 +50,16 @@ def main() -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("--graphs", type=int, default=40)
     parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--checkpoint", default="best.pt")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     config = TrainConfig.load(args.run / "config.json")
     machine = config.proxy.machine(config.policy.n_devices)
     torch.manual_seed(config.run.seed)
     start = build_policy(config.policy).eval()
-    trained, sigma, _ = load_gflownet_policy(str(args.run / "best.pt"), config.policy.n_devices)
+    trained, sigma, _ = load_gflownet_policy(
+        str(args.run / args.checkpoint), config.policy.n_devices
+    )
     test = Dataset.open(args.run / "dataset", "test")
     ids = np.unique(np.linspace(0, len(test) - 1, args.graphs).round().astype(int))
     rows = []

@@ -377,6 +377,27 @@ def test_default_stop(tmp_path: Path) -> None:
     assert len((tmp_path / "traces.jsonl").read_text().splitlines()) == 2
 
 
+def test_placement_headroom(tmp_path: Path) -> None:
+    out = tmp_path / "headroom"
+    result = run_script(
+        "placement_headroom.py", "--graphs", "layered@30,sbm@30", "--devices", "2",
+        "--capacity", "none,0.9", "--bandwidth", "inf,1e9", "--fusion", "none,search",
+        "--seconds", "0.2,0.4", "--out", out,
+    )  # fmt: skip
+    with (out / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 2 * 2 * 2
+    for row in rows:
+        assert row["hint"] in ("heft", "critical-path", "partition-hint")
+        hint = float(row["hint_makespan"])
+        for t in ("0.2", "0.4"):
+            auto = float(row[f"auto_{t}"])
+            assert float(row[f"headroom_{t}"]) == pytest.approx(100 * (hint / auto - 1), abs=1e-3)
+    summary = (out / "summary.md").read_text()
+    assert summary.count("\n| 2 |") == 2 * 2 * 2 * 2 and "--seconds 0.2,0.4" in summary
+    assert "headroom %" in result.stdout
+
+
 def test_label_predictability(dataset_dir: Path, tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     build_labels(LabelConfig(str(dataset_dir), devices=2, evaluations=300), labels)
