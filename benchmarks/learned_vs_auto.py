@@ -29,7 +29,6 @@ the worst cell, and how often the policy alone beats the best hint. Rows go to `
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.evaluation.metrics import gain_line
+from graphopt.evaluation.reports import write_csv
 from graphopt.importers.zoo import export_graph
 from graphopt.ir.graph import Graph
 from graphopt.learning.systems.gdp.env import Graphs, most_likely
@@ -150,14 +150,6 @@ def gains(rows: list[dict], column: str, other: str) -> np.ndarray:
     return 100 * (base / own - 1)
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
-    """Every row so far, rewritten after each cell so that a stopped run keeps its rows."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--system", choices=("gdp", "go"), default="gdp")
@@ -205,7 +197,7 @@ def main() -> None:
                 budget = None if name == "policy" else budgets[limit]
                 row[name], row[f"{name}_wall"] = solve(solver, problem, budget, args.seed)
             rows.append(row)
-            write_rows(args.out / f"runs-{stem}.csv", rows)
+            write_csv(args.out / f"runs-{stem}.csv", rows)
             print(
                 f"{cell.model:24s} d={cell.machine.n_devices} cap={cell.capacity:4s} {limit}"
                 f"  hint {1e3 * hint:.4f}  policy {1e3 * row['policy']:.4f}  auto "

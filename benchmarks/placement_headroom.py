@@ -28,7 +28,6 @@ than 1 %, and the largest; every row goes to `runs.csv`.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import sys
@@ -40,6 +39,7 @@ import numpy as np
 
 from graphopt.costmodels.machine import Machine
 from graphopt.evaluation.metrics import mean_with_ci
+from graphopt.evaluation.reports import write_csv
 from graphopt.importers.zoo import export_graph
 from graphopt.ir.generators import generate
 from graphopt.ir.graph import Graph
@@ -143,14 +143,6 @@ def summary(rows: list[dict], seconds: list[float]) -> list[str]:
     return lines
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
-    """Every row so far, rewritten after each cell so that a stopped run keeps its rows."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", default=",".join(GRAPHS))
@@ -207,7 +199,7 @@ def main() -> None:
                 row[f"auto_{t:g}_seconds"] = round(wall, 3)
                 row[f"headroom_{t:g}"] = round(headroom(hints[best][0], value), 4)
             rows.append(row)
-            write_rows(args.out / "runs.csv", rows)
+            write_csv(args.out / "runs.csv", rows)
             print(
                 f"{spec} {setting}: best hint {best} {hints[best][0]:.6g}, "
                 + ", ".join(f"auto {t:g} s {row[f'headroom_{t:g}']:+.2f}%" for t in seconds),

@@ -398,6 +398,22 @@ def test_placement_headroom(tmp_path: Path) -> None:
     assert "headroom %" in result.stdout
 
 
+def test_learned_vs_auto(tmp_path: Path) -> None:
+    out = tmp_path / "lva"
+    run_script(
+        "learned_vs_auto.py", "--models", "gpt2-tiny", "--devices", "2", "--capacity", "none",
+        "--evaluations", "60", "--out", out,
+    )  # fmt: skip
+    (runs,) = out.glob("runs-*.csv")
+    with runs.open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["model"], row["devices"], row["capacity"]) == ("gpt2-tiny", "2", "none")
+    for column in ("hint", "forward", "auto", "learned", "untrained", "policy"):
+        assert float(row[column]) > 0
+    (summary,) = out.glob("summary-*.txt")
+    assert "gdp vs auto" in summary.read_text()
+
+
 def test_label_predictability(dataset_dir: Path, tmp_path: Path) -> None:
     labels = tmp_path / "labels"
     build_labels(LabelConfig(str(dataset_dir), devices=2, evaluations=300), labels)
