@@ -215,3 +215,30 @@ def fused_problems(draw: st.DrawFn, max_ops: int = 25) -> tuple[Graph, Machine, 
     fused = random_groups(graph, solution, rng)
     assume(fused.n_groups > 0)
     return graph, machine, fused
+
+
+def with_recomputation(
+    graph: Graph, solution: Solution, rng: np.random.Generator, extra: int
+) -> Solution:
+    """The solution made to recompute (section 15): `extra` events run again at random places.
+
+    Each repeated event is a recomputable op or a transfer, inserted anywhere after its first
+    run, where everything it reads exists on its device; so the result stays valid.
+    """
+    order = [int(code) for code in solution.order]
+    again = [c for c in order if c >= graph.n_ops or graph.op_recomputable[c]]
+    for _ in range(extra if again else 0):
+        code = again[int(rng.integers(len(again)))]
+        order.insert(int(rng.integers(order.index(code) + 1, len(order) + 1)), code)
+    return replace(solution, order=np.array(order, dtype=np.int64), remat=True)
+
+
+@st.composite
+def remat_problems(draw: st.DrawFn, max_ops: int = 25) -> tuple[Graph, Machine, Solution]:
+    """A problem of `problems` whose solution recomputes 0-12 events; some ops may not be."""
+    graph, machine, solution = draw(problems(max_ops))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        marked = rng.random(graph.n_ops) < 0.2
+        graph = graph.with_op_attrs([{"recomputable": False} if m else {} for m in marked.tolist()])
+    return graph, machine, with_recomputation(graph, solution, rng, draw(st.integers(0, 12)))

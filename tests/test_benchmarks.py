@@ -398,6 +398,21 @@ def test_placement_headroom(tmp_path: Path) -> None:
     assert "headroom %" in result.stdout
 
 
+def test_remat_baselines(tmp_path: Path) -> None:
+    out = tmp_path / "remat"
+    run_script(
+        "remat_baselines.py", "--models", "gpt2-tiny", "--evaluations", "50",
+        "--budgets", "0.99,0.5", "--out", out,
+    )  # fmt: skip
+    with (out / "runs.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["model"] == "gpt2-tiny" and int(row["ops"]) > 100
+    assert int(row["persistent"]) < int(row["bound"]) <= int(row["best"])
+    assert float(row["sqrt_overhead"]) >= 0 and row["sqrt_order"] in ("program", "auto")
+    assert set(row) >= {"budget_0.99", "budget_0.5"}
+    assert "--budgets 0.99,0.5" in (out / "summary.md").read_text()
+
+
 def test_learned_vs_auto(tmp_path: Path) -> None:
     out = tmp_path / "lva"
     run_script(

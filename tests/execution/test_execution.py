@@ -31,6 +31,7 @@ from graphopt.importers.torch_export import (
 from graphopt.ir.io import solution_to_json, write_graph, write_solution
 from graphopt.ir.solution import Solution, random_schedule
 from graphopt.optimize import optimize
+from graphopt.solvers.remat import checkpoint_segments
 
 runner = CliRunner()
 
@@ -190,6 +191,17 @@ def test_solution_of_another_graph_is_refused_naming_the_op(tmp_path) -> None:
     write_solution(training.graph, _orders(training.graph, 1)[0], path)
     first_missing = next(op for op in capture.graph.op_names if op not in training.graph.op_ids)
     with pytest.raises(SolutionError, match=f"op '{first_missing}' of the captured model"):
+        read_solution_for(path, capture)
+
+
+def test_a_recomputing_solution_is_refused_until_execution_runs_it(tmp_path) -> None:
+    module, inputs = _build()
+    capture = capture_training_step(module, inputs)
+    path = tmp_path / "remat.json"
+    solution = checkpoint_segments(capture.graph, capture.graph.topological_order, 4)
+    assert solution.remat
+    write_solution(capture.graph, solution, path)
+    with pytest.raises(SolutionError, match="recomputes ops .* do not run yet"):
         read_solution_for(path, capture)
 
 

@@ -1,9 +1,9 @@
 """Plain, literal implementation of the scoring rules: the oracle the numba kernels are tested on.
 
-It follows docs/format.md sections 2, 5, 6 and 13 word by word (graph outputs and fusion groups
-included), with Python sets and dicts, and measures the memory of every device at every step. A
-step is one event, or the consecutive op events of one fusion group. Slow by design; never call
-it on a hot path.
+It follows docs/format.md sections 2, 5, 6, 13 and 15 word by word (graph outputs, fusion groups
+and recomputation included), with Python sets and dicts, and measures the memory of every device
+at every step. A step is one event, or the consecutive op events of one fusion group. Slow by
+design; never call it on a hot path.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def reference_check(graph: Graph, solution: Solution) -> tuple[Violation, int, i
         if not 0 <= code < graph.n_ops + graph.n_tensors * d:
             return Violation.UNKNOWN_EVENT, position, -1
         if code < graph.n_ops:
-            if code in ran:
+            if code in ran and not (solution.remat and graph.op_recomputable[code]):
                 return Violation.OP_REPEATED, position, -1
             ran.add(code)
             gid = group_of.get(code, -1)
@@ -88,7 +88,7 @@ def reference_check(graph: Graph, solution: Solution) -> tuple[Violation, int, i
             t, device = divmod(code - graph.n_ops, d)
             if (t, device) not in implied:
                 return Violation.TRANSFER_NOT_IMPLIED, position, -1
-            if (t, device) in moved:
+            if (t, device) in moved and not solution.remat:
                 return Violation.TRANSFER_REPEATED, position, -1
             if int(graph.tensor_producer[t]) not in ran:
                 return Violation.TRANSFER_BEFORE_PRODUCER, position, -1
@@ -203,38 +203,44 @@ def reference_steps(graph: Graph, solution: Solution) -> list[list[int]]:
 
 
 def reference_releases(graph: Graph, solution: Solution) -> dict[int, list[tuple[int, int]]]:
-    """Step -> the copies (tensor, device) freed right after it (sections 5 and 13).
+    """Step -> the copies (tensor, device) freed right after it (sections 5, 13 and 15).
 
     Steps are those of `reference_steps` of a valid solution (one per event without fusion).
-    A copy is freed after the step of its last reader, or after the step that made it when
-    nothing reads it; a persistent or graph output's home copy never is, and a tensor internal
-    to a group is never resident. The memory walk below and the replay of a solution on the
-    real program (`execution.replay`) both free by it.
+    Every step that makes a copy makes a new instance of it, and every read is of the most
+    recent instance on the reader's device (a transfer reads its tensor's home device). An
+    instance is freed after the step of its last reader, or after the step that made it when
+    nothing reads it; a persistent tensor's, and the last instance of a graph output's home
+    copy, never are, and a tensor internal to a group is never resident. The memory walk below
+    and the replay of a solution on the real program (`execution.replay`) both free by it.
     """
     d = solution.n_devices
     place = [int(p) for p in solution.placement]
     internal = internal_tensors(graph, reference_groups(solution))
-    steps = reference_steps(graph, solution)
-    last_read: dict[tuple[int, int], int] = {}
-    for index, step in enumerate(steps):
+    current: dict[tuple[int, int], int] = {}  # copy -> its most recent instance
+    made: list[tuple[tuple[int, int], int]] = []  # instance -> (copy, the step that made it)
+    last_read: dict[int, int] = {}  # instance -> the last step that read it
+    for index, step in enumerate(reference_steps(graph, solution)):
         if step[0] < graph.n_ops:
+            device = place[step[0]]
             for t in external_inputs(graph, step, internal):
-                last_read[(t, place[step[0]])] = index
+                last_read[current[(t, device)]] = index
+            created = [(t, device) for t in step_outputs(graph, step, internal)]
         else:
-            t = (step[0] - graph.n_ops) // d
-            last_read[(t, place[graph.tensor_producer[t]])] = index
+            t, device = divmod(step[0] - graph.n_ops, d)
+            last_read[current[(t, place[graph.tensor_producer[t]])]] = index
+            created = [(t, device)]
+        for copy in created:
+            current[copy] = len(made)
+            made.append((copy, index))
+    held = {
+        current.get((t, place[graph.tensor_producer[t]]))
+        for t in range(graph.n_tensors)
+        if graph.tensor_persistent[t] or graph.tensor_output[t]
+    }
     releases: dict[int, list[tuple[int, int]]] = {}
-    for index, step in enumerate(steps):
-        if step[0] < graph.n_ops:
-            made = [
-                (t, place[step[0]])
-                for t in step_outputs(graph, step, internal)
-                if not graph.tensor_persistent[t] and not graph.tensor_output[t]
-            ]
-        else:
-            made = [divmod(step[0] - graph.n_ops, d)]
-        for copy in made:
-            releases.setdefault(last_read.get(copy, index), []).append(copy)
+    for instance, (copy, index) in enumerate(made):
+        if instance not in held:
+            releases.setdefault(last_read.get(instance, index), []).append(copy)
     return releases
 
 

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from graphopt.costmodels import _fusion, _kernels
+from graphopt.costmodels import _fusion, _kernels, _remat
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.validity import Violation, violation_message
 from graphopt.errors import MachineError, SolutionError
@@ -105,7 +105,11 @@ class Scorer:
         self.machine = machine
 
     def evaluate(
-        self, placement: np.ndarray, order: np.ndarray, fusion: np.ndarray | None = None
+        self,
+        placement: np.ndarray,
+        order: np.ndarray,
+        fusion: np.ndarray | None = None,
+        remat: bool = False,
     ) -> tuple[np.ndarray, float, tuple[int, int, int]]:
         """Scores one array-encoded solution without building a Solution object.
 
@@ -113,6 +117,7 @@ class Scorer:
             placement: [n_ops] int32 devices.
             order: [n_events] int64 event codes.
             fusion: None or [n_ops] int32 fusion group of each op (-1: alone), dense ids.
+            remat: score by section 15 (ops may be recomputed); not with fusion groups.
 
         Returns:
             (peaks [n_devices] int64, makespan, (violation, where, detail)); violation 0 when valid.
@@ -120,7 +125,16 @@ class Scorer:
         peak = np.zeros(self.machine.n_devices, dtype=np.int64)
         placement = np.ascontiguousarray(placement, dtype=np.int32)
         order = np.ascontiguousarray(order, dtype=np.int64)
-        if fusion is None or not fusion.size or fusion.max() < 0:
+        if remat:
+            violation, where, detail, makespan = _remat.score_remat(
+                self.graph.arrays,
+                self.machine.arrays,
+                placement,
+                order,
+                self.graph.op_recomputable,
+                peak,
+            )
+        elif fusion is None or not fusion.size or fusion.max() < 0:
             violation, where, detail, makespan = _kernels.score_solution(
                 self.graph.arrays, self.machine.arrays, placement, order, peak
             )
@@ -201,7 +215,7 @@ class Scorer:
         """
         check_shapes(self.graph, solution, self.machine)
         peak, makespan, (violation, where, detail) = self.evaluate(
-            solution.placement, solution.order, solution.fusion
+            solution.placement, solution.order, solution.fusion, solution.remat
         )
         if violation != Violation.NONE:
             raise_violation(self.graph, solution, violation, where, detail)
@@ -250,6 +264,11 @@ def check_shapes(graph: Graph, solution: Solution, machine: Machine) -> None:
     if solution.placement.shape[0] != graph.n_ops:
         raise SolutionError(
             f"placement has {solution.placement.shape[0]} entries for {graph.n_ops} ops"
+        )
+    if solution.remat and solution.n_groups:
+        raise SolutionError(
+            "a solution that recomputes (remat) cannot have fusion groups yet (docs/format.md "
+            "section 15): drop the groups or the recomputation"
         )
     if solution.fusion is not None and solution.fusion.shape[0] != graph.n_ops:
         raise SolutionError(

@@ -64,6 +64,11 @@ def violation_message(
         code = int(solution.order[where])
         return f"schedule[{where}]: event code {code} is neither an op nor a transfer"
     if v is Violation.OP_REPEATED:
+        if solution.remat:
+            return (
+                f"{event(where)}: the op was already scheduled and is not recomputable "
+                "(docs/format.md section 15)"
+            )
         return f"{event(where)}: the op was already scheduled; each op runs exactly once"
     if v is Violation.TRANSFER_NOT_IMPLIED:
         return (

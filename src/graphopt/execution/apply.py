@@ -39,8 +39,8 @@ def read_solution_for(path: str | Path, capture: Capture) -> Solution:
 
     Raises:
         SolutionError: a solution for another graph or capture (naming the first op of the
-            capture it lacks, or the first op it names that the capture lacks), or any rule of
-            the solution format; prefixed with the file name.
+            capture it lacks, or the first op it names that the capture lacks), one that
+            recomputes, or any rule of the solution format; prefixed with the file name.
     """
     path = Path(path)
     if not path.is_file():
@@ -66,9 +66,15 @@ def read_solution_for(path: str | Path, capture: Capture) -> Solution:
                 "it was made for another graph or another capture of the model"
             )
     try:
-        return solution_from_json(document, capture.graph)
+        solution = solution_from_json(document, capture.graph)
     except SolutionError as error:
         raise SolutionError(f"{path}: {error}") from None
+    if solution.remat:
+        raise SolutionError(
+            f"{path}: the solution recomputes ops (remat, docs/format.md section 15), which "
+            "apply, measure and replay do not run yet; score or plot it instead"
+        )
+    return solution
 
 
 def check_one_device(solution: Solution, model: str = "MODEL", path: str = "SOLUTION") -> None:

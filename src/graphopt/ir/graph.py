@@ -38,6 +38,9 @@ GRAPH_FIELDS = ("format", "name", "ops", "tensors")
 FUSION_CLASSES = ("none", "elementwise", "reduction", "contraction")
 """An op's fusion class (docs/format.md section 13, op field `fusion`); `Graph.op_fusion` holds
 each op's index in this tuple."""
+RANDOM_OP_WORDS = ("dropout", "bernoulli", "rand", "normal", "uniform", "multinomial")
+"""Words of an op `type` (lower-cased) that mark a random op: not recomputable unless the op
+says `deterministic` (docs/format.md section 15); `aten.native_dropout`, ONNX `RandomNormal`."""
 KERNEL_FIELDS = ("memory_bandwidth", "launch_overhead")
 """Fields of the graph's `kernel` object: the device's main-memory bytes/s and seconds per
 kernel launch (section 13)."""
@@ -217,6 +220,7 @@ class Graph:
             attrs=dict(attrs or {}),
         )
         graph._check_acyclic()
+        graph._check_recomputable()
         return graph
 
     # ----------------------------------------------------------------------------------- sizes
@@ -428,6 +432,16 @@ class Graph:
         names = " -> ".join(f"'{self.op_names[j]}'" for j in cycle + cycle[:1])
         raise GraphError(f"op dependencies form a cycle: {names}")
 
+    def _check_recomputable(self) -> None:
+        """Refuses `recomputable: true` on an op that makes a persistent tensor (section 15)."""
+        for t in np.flatnonzero(self.tensor_persistent):
+            op = int(self.tensor_producer[t])
+            if self.op_attrs[op].get("recomputable") is True:
+                raise GraphError(
+                    f"op '{self.op_names[op]}': recomputable cannot be true: it makes the "
+                    f"persistent tensor '{self.tensor_names[t]}' (docs/format.md section 15)"
+                )
+
     def _find_cycle(self, partial_order: np.ndarray) -> list[int]:
         """Ops on one cycle among those Kahn's algorithm could not order, from the lowest index."""
         blocked = np.ones(self.n_ops, dtype=bool)
@@ -474,6 +488,33 @@ class Graph:
         given = self.op_metadata("compute_time")
         return _frozen(np.where(np.isnan(given), self.op_runtime, given))
 
+    @cached_property
+    def op_recomputable(self) -> np.ndarray:
+        """[n_ops] bool: may the op run again to remake its outputs (section 15)?
+
+        The op's `recomputable` field when it has one; otherwise true except for a source op,
+        an op that makes a persistent tensor, an in-place op (a `type` with a dotted part that
+        ends in one `_`, as `aten.add_.Tensor`: running it again would change its input twice)
+        and a random op (`RANDOM_OP_WORDS`) that is not marked `deterministic`.
+        """
+        makes_persistent = np.zeros(self.n_ops, dtype=bool)
+        makes_persistent[self.tensor_producer[self.tensor_persistent]] = True
+        sources = np.zeros(self.n_ops, dtype=bool)
+        sources[self.sources] = True
+        flags = []
+        for op, attributes in enumerate(self.op_attrs):
+            if "recomputable" in attributes:
+                flags.append(bool(attributes["recomputable"]))
+                continue
+            kind = str(attributes.get("type", "")).lower()
+            in_place = any(p.endswith("_") and not p.endswith("__") for p in kind.split("."))
+            random = any(word in kind for word in RANDOM_OP_WORDS)
+            flags.append(
+                not (sources[op] or makes_persistent[op] or in_place)
+                and (not random or attributes.get("deterministic") is True)
+            )
+        return _frozen(np.array(flags, dtype=bool))
+
     @property
     def kernel(self) -> tuple[float, float] | None:
         """(memory bandwidth bytes/s, launch overhead s) of the graph's `kernel`, if it has one."""
@@ -511,7 +552,9 @@ class Graph:
             raise GraphError("op_attrs must have one mapping per op")
         _check_attrs(extras, OP_FIELDS, "op", self.op_names)
         _check_fusion_fields(extras, self.attrs, self.op_names)
-        return replace(self, op_attrs=tuple(extras))
+        graph = replace(self, op_attrs=tuple(extras))
+        graph._check_recomputable()
+        return graph
 
     def with_attrs(self, **attrs: Any) -> Graph:
         """The same graph with graph-level attributes added or replaced (e.g. provenance)."""
@@ -684,6 +727,11 @@ def _check_fusion_fields(
                 f"op '{name}': fusion must be one of {', '.join(FUSION_CLASSES)}, got "
                 f"{describe(attributes['fusion'])}"
             )
+        for flag in ("recomputable", "deterministic"):
+            if flag in attributes and not isinstance(attributes[flag], bool):
+                raise GraphError(
+                    f"op '{name}': {flag} must be true or false, got {describe(attributes[flag])}"
+                )
         if "compute_time" in attributes and not _is_seconds(attributes["compute_time"]):
             raise GraphError(
                 f"op '{name}': compute_time must be a finite number of seconds >= 0, got "

@@ -42,11 +42,14 @@ SOLUTION_FORMAT = "graphopt.solution/1"
 # keys are metadata.
 _VOCABULARY = {
     "graph": (*GRAPH_FIELDS, "kernel"),
-    "op": (*OP_FIELDS, "fusion", "compute_time", "type", "flops", "bytes_accessed", "shape"),
+    "op": (
+        *OP_FIELDS, "fusion", "compute_time", "recomputable", "deterministic", "type", "flops",
+        "bytes_accessed", "shape",
+    ),
     "tensor": (*TENSOR_FIELDS, "output"),
     "solution": (
         "format", "graph", "devices", "placement", "schedule", "objective", "solver", "machine",
-        "fusion",
+        "fusion", "remat",
     ),
     "machine": ("devices", "capacity", "latency", "bandwidth", "mode"),
     "objective": ("peak_memory", "makespan", "speedup", "peak_memory_per_device", "feasible"),
@@ -573,7 +576,12 @@ def solution_from_json(data: Any, graph: Graph, n_devices: int | None = None) ->
     for position, event in enumerate(schedule):
         order[position] = _event_code(event, position, graph, d)
     fusion = _fusion_groups(data.get("fusion", []), graph)
-    return Solution(placement=placement, order=order, n_devices=d, fusion=fusion, **extras)
+    remat = data.get("remat", False)
+    if not isinstance(remat, bool):
+        raise SolutionError(f"remat must be true or false, got {describe(remat)}")
+    return Solution(
+        placement=placement, order=order, n_devices=d, fusion=fusion, remat=remat, **extras
+    )
 
 
 def _fusion_groups(value: Any, graph: Graph) -> np.ndarray | None:
@@ -692,6 +700,8 @@ def solution_to_json(graph: Graph, solution: Solution) -> dict[str, Any]:
         document["fusion"] = [
             [graph.op_names[op] for op in members] for members in solution.groups()
         ]
+    if solution.remat:
+        document["remat"] = True
     for field in ("objective", "solver", "machine"):
         if getattr(solution, field):
             document[field] = dict(getattr(solution, field))

@@ -69,6 +69,10 @@ class Solution:
         order: [n_events] int64 event codes (module docstring), n_events = n_ops + n_transfers.
         fusion: None (no op is fused) or [n_ops] int32 group of each op (-1: runs alone); the
             groups are renumbered 0, 1, ... in the order of their ids, so no id is skipped.
+
+    `remat` says the schedule may recompute (docs/format.md section 15): a recomputable op may
+    run more than once and a transfer may be repeated, each run making new instances of its
+    outputs. Without it every op runs exactly once (section 4).
     """
 
     placement: np.ndarray
@@ -78,6 +82,7 @@ class Solution:
     solver: Mapping[str, Any] = field(default_factory=dict)
     machine: Mapping[str, Any] = field(default_factory=dict)
     fusion: np.ndarray | None = None
+    remat: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.n_devices, bool) or not isinstance(self.n_devices, int | np.integer):
