@@ -1,4 +1,4 @@
-"""Recomputation baselines on zoo training steps: how far sqrt(n) checkpointing lowers the peak.
+"""Recomputation on zoo training steps: sqrt(n) checkpointing and the greedy against the best order.
 
     .venv/bin/python benchmarks/remat_baselines.py [--models a,b] [--batch K]
         [--evaluations 20000] [--budgets 0.8,0.6] [--out docs/results/remat]
@@ -8,21 +8,26 @@ Issue 47's reference point, one device. Per zoo training step of at most 3,000 o
 `--evaluations`, so that a row does not depend on the machine's load), then Chen et al.'s
 segment checkpointing (`solvers.remat.checkpoint_segments`) at sqrt(n) ops a segment and at
 every power of two, along two program orders: the graph's own (`topological_order`, the captured
-program's) and the order of `auto`'s schedule. Every solution is scored by the section 15
-scorer. The zoo's batches are small (2 images, 2 sequences), so its steps hold mostly weights; `--batch K` captures each step with every input repeated K times along
-its first dimension (model `NAME-xK`), which scales the activations as a larger batch does.
-Columns:
+program's) and the order of `auto`'s schedule; then `solvers.remat.greedy_recompute` from
+`auto`'s order. Every solution is scored by the section 15 scorer. The zoo's batches are small
+(2 images, 2 sequences), so its steps hold mostly weights; `--batch K` captures each step with
+every input repeated K times along its first dimension (model `NAME-xK`), which scales the
+activations as a larger batch does. Columns:
 
 - `best`: `auto`'s peak without recomputation, bytes; `persistent`: the weights' and inputs'
   bytes, resident at every step whatever the schedule; `bound`: persistent bytes plus the
-  largest op's footprint, under which no schedule, recomputing or not, goes;
+  largest op's footprint (`peak_memory_lower_bound(recompute=True)`), under which no schedule,
+  recomputing or not, goes;
 - `sqrt_act`, `sqrt_overhead`: sqrt(n) checkpointing along the order where it peaks lower: its
   activation peak (peak - persistent) / `best`'s, and its recomputed seconds / the step's
   seconds, in percent;
-- `budget_B`: for each budget B, the least overhead (%) of a sweep solution whose activation peak
-  is at most B x `best`'s, '-' when none is. Budgets are taken on activations because recomputing
-  cannot touch the persistent bytes, and on the zoo's small batches those are most of the peak
-  (B x `best` itself is below `bound` on most of them).
+- `greedy_act`, `greedy_overhead`: `greedy_recompute` from `auto`'s order, allowed the recomputed
+  seconds of sqrt(n) checkpointing: its activation peak and overhead, as above;
+- `sqrt_B`, `greedy_B`: for each budget B, the least overhead (%) of a sweep solution whose
+  activation peak is at most B x `best`'s, and the overhead at which `greedy_recompute` (no
+  overhead limit) first fits it; '-' when none does. Budgets are taken on activations because
+  recomputing cannot touch the persistent bytes, and on the zoo's small batches those are most
+  of the peak (B x `best` itself is below `bound` on most of them).
 
 It writes `runs.csv` and `summary.md` under `--out`.
 """
@@ -39,12 +44,13 @@ import numpy as np
 import torch
 
 from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Scorer
 from graphopt.evaluation.reports import rows_table, write_csv
 from graphopt.importers.zoo import ZOO, ZooModel, export_graph, get_model
 from graphopt.ir.graph import Graph
 from graphopt.optimize import optimize
 from graphopt.solvers.bounds import peak_memory_lower_bound
-from graphopt.solvers.remat import segment_sweep, sqrt_length
+from graphopt.solvers.remat import greedy_recompute, segment_sweep, sqrt_length
 
 MAX_OPS = 3_000
 
@@ -61,6 +67,11 @@ def lengths(graph: Graph) -> list[int]:
     """sqrt(n) and every power of two below n, then n (one segment: nothing recomputed)."""
     powers = [2**k for k in range(1, max(1, math.ceil(math.log2(graph.n_ops))))]
     return sorted({sqrt_length(graph), *powers, graph.n_ops})
+
+
+def overhead(graph: Graph, makespan: float) -> float:
+    """Recomputed seconds / the step's, in percent, to 2 decimals (0, not -0, for none)."""
+    return max(0.0, round(100 * (makespan / graph.total_runtime - 1), 2))
 
 
 def batched(name: str, batch: int) -> ZooModel:
@@ -89,28 +100,36 @@ def measure(name: str, batch: int, evaluations: int, budgets: list[float]) -> di
     points: list[tuple[int, float, str, int]] = []  # (peak, overhead %, order, length)
     for label, order in orders.items():
         for length, _, score in segment_sweep(graph, order, lengths(graph), machine):
-            overhead = 100 * (score.makespan / graph.total_runtime - 1)
-            points.append((score.peak_memory, overhead, label, length))
+            points.append((score.peak_memory, overhead(graph, score.makespan), label, length))
             if length == graph.n_ops and label == "auto":
                 base = score.peak_memory
     assert base is not None
     persistent = int(graph.tensor_size[graph.tensor_persistent].sum())
     activations = base - persistent
     sqrt_points = [p for p in points if p[3] == sqrt_length(graph)]
-    peak, overhead, order, _ = min(sqrt_points)
+    peak, extra, order, _ = min(sqrt_points)
     row: dict[str, object] = {
         "model": graph.name.removesuffix("-train"),
         "ops": graph.n_ops,
         "best": base,
         "persistent": persistent,
-        "bound": peak_memory_lower_bound(graph, 1),
+        "bound": peak_memory_lower_bound(graph, 1, recompute=True),
         "sqrt_order": order,
         "sqrt_act": round(100 * (peak - persistent) / max(1, activations), 2),
-        "sqrt_overhead": round(overhead, 2),
+        "sqrt_overhead": extra,
     }
+    greedy, _ = greedy_recompute(graph, orders["auto"], extra / 100, candidates=16)
+    score = Scorer(graph, machine).score(greedy)
+    row["greedy_act"] = round(100 * (score.peak_memory - persistent) / max(1, activations), 2)
+    row["greedy_overhead"] = overhead(graph, score.makespan)
     for budget in budgets:
-        under = [p[1] for p in points if p[0] - persistent <= budget * activations]
-        row[f"budget_{budget:g}"] = round(min(under), 2) if under else "-"
+        cap = persistent + int(budget * activations)
+        under = [p[1] for p in points if p[0] <= cap]
+        row[f"sqrt_{budget:g}"] = round(min(under), 2) if under else "-"
+        fit, _ = greedy_recompute(graph, orders["auto"], capacity=cap, candidates=16)
+        score = Scorer(graph, machine).score(fit)
+        fits = score.peak_memory <= cap
+        row[f"greedy_{budget:g}"] = overhead(graph, score.makespan) if fits else "-"
     return row
 
 

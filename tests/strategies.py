@@ -242,3 +242,32 @@ def remat_problems(draw: st.DrawFn, max_ops: int = 25) -> tuple[Graph, Machine, 
         marked = rng.random(graph.n_ops) < 0.2
         graph = graph.with_op_attrs([{"recomputable": False} if m else {} for m in marked.tolist()])
     return graph, machine, with_recomputation(graph, solution, rng, draw(st.integers(0, 12)))
+
+
+CORRUPTIONS = ("swap", "drop", "repeat", "foreign_transfer", "unknown_code", "placement")
+"""What `corrupt` does to a solution."""
+
+
+def corrupt(solution: Solution, graph: Graph, rng: np.random.Generator, how: str) -> Solution:
+    """The solution broken one way of `CORRUPTIONS` (or left valid by chance), its flags kept."""
+    order = solution.order.copy()
+    placement = solution.placement.copy()
+    d = solution.n_devices
+    n = order.shape[0]
+    if how == "swap" and n >= 2:
+        i, j = rng.choice(n, 2, replace=False)
+        order[[i, j]] = order[[j, i]]
+    elif how == "drop" and n >= 1:
+        order = np.delete(order, rng.integers(n))
+    elif how == "repeat" and n >= 1:
+        order = np.insert(order, rng.integers(n + 1), order[rng.integers(n)])
+    elif how == "foreign_transfer" and graph.n_tensors:
+        code = graph.n_ops + int(rng.integers(graph.n_tensors)) * d + int(rng.integers(d))
+        order = np.insert(order, rng.integers(n + 1), code)
+    elif how == "unknown_code":
+        order = np.insert(
+            order, rng.integers(n + 1), rng.choice([-1, graph.n_ops + graph.n_tensors * d])
+        )
+    elif how == "placement":
+        placement[rng.integers(graph.n_ops)] = rng.choice([-1, d, int(rng.integers(d))])
+    return replace(solution, placement=placement, order=order)

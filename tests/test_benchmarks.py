@@ -409,8 +409,25 @@ def test_remat_baselines(tmp_path: Path) -> None:
     assert row["model"] == "gpt2-tiny" and int(row["ops"]) > 100
     assert int(row["persistent"]) < int(row["bound"]) <= int(row["best"])
     assert float(row["sqrt_overhead"]) >= 0 and row["sqrt_order"] in ("program", "auto")
-    assert set(row) >= {"budget_0.99", "budget_0.5"}
+    assert set(row) >= {"sqrt_0.99", "greedy_0.99", "sqrt_0.5", "greedy_0.5"}
+    assert float(row["greedy_overhead"]) <= float(row["sqrt_overhead"]) + 1e-6
     assert "--budgets 0.99,0.5" in (out / "summary.md").read_text()
+
+
+def test_remat_measured(tmp_path: Path) -> None:
+    out = tmp_path / "measured"
+    run_script(
+        "remat_measured.py", "--models", "gpt2-tiny", "--batch", "2", "--budgets", "0.9",
+        "--evaluations", "100", "--out", out,
+    )  # fmt: skip
+    with (out / "runs.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["order"] for row in rows] == ["captured", "best", "remat 0.9"]
+    for row in rows:
+        assert row["model"] == "gpt2-tiny-x2" and row["exact"] == "True"
+        assert int(row["predicted"]) == int(row["measured"]) > 0
+    assert rows[2]["fits"] in ("True", "False") and float(rows[2]["overhead"]) >= 0
+    assert "predicted = measured on 100% of the rows" in (out / "summary.md").read_text()
 
 
 def test_learned_vs_auto(tmp_path: Path) -> None:

@@ -112,3 +112,24 @@ def test_bad_requests_are_one_line_and_exit_2(files, tmp_path, args, message) ->
     assert stderr.startswith("error: ") and message in stderr
     assert len(stderr.strip().splitlines()) == 1
     assert not (tmp_path / "fig.png").exists()
+
+
+def test_a_recomputed_op_is_drawn_cross_hatched(tmp_path) -> None:
+    """A one-device schedule has no hatched bar; the same graph's schedule that recomputes has
+    (one SVG pattern serves every cross-hatched bar); `plot` reads a recomputing solution."""
+    from graphopt.solvers.remat import checkpoint_segments
+    from solvers.test_remat_baselines import training_chain
+
+    graph = training_chain(8)
+    graph_path = tmp_path / "chain.json"
+    write_graph(graph, graph_path)
+    svgs = {}
+    for length in (graph.n_ops, 3):
+        solution = checkpoint_segments(graph, graph.topological_order, length)
+        path = tmp_path / f"s{length}.json"
+        path.write_text(json.dumps(solution_to_json(graph, solution)))
+        picture = tmp_path / f"s{length}.svg"
+        code, out, _ = invoke("plot", graph_path, path, "-o", picture)
+        assert code == 0 and "peak memory" in out
+        svgs[length] = picture.read_text()
+    assert svgs[graph.n_ops].count("<pattern") == 0 < svgs[3].count("<pattern")

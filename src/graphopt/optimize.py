@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -9,6 +10,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from graphopt.costmodels.machine import Machine
+from graphopt.costmodels.score import Score
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import Solution
 from graphopt.solvers.base import (
@@ -28,7 +30,14 @@ from graphopt.solvers.bounds import (
 from graphopt.solvers.candidates import CandidateSampler, shortfall
 from graphopt.solvers.fusion import FUSION_POLICIES, apply_fusion
 from graphopt.solvers.registry import FUSION_SEARCHERS, SAMPLERS, default_fusion, make_solver
+from graphopt.solvers.remat import greedy_recompute
 
+DEFAULT_MAX_OVERHEAD = 0.2
+"""With `remat` and peak memory as the objective, the recomputed seconds allowed by default, as a
+fraction of the step's: about what checkpointing every layer costs (one more forward pass is a
+third of a training step)."""
+REMAT_SHARE = 0.2
+"""With `remat` under a time budget, the share of it left to recomputing after the search."""
 DEFAULT_SECONDS = 10.0
 """The default budget: seconds of search, ended sooner when a solution reaches the lower bound
 or the search stalls (`DEFAULT_STALL`).
@@ -107,6 +116,8 @@ def optimize(
     candidates: int = 0,
     fusion: str | None = None,
     finetune: int = 0,
+    remat: bool = False,
+    max_overhead: float | None = None,
 ) -> OptimizeResult:
     """Optimizes placement and schedule of `graph` on `machine` for `objective`.
 
@@ -133,6 +144,11 @@ def optimize(
             fusion cannot beat (`bounds.fused_*`).
         finetune: steps of training on the graph before solving it, for the solvers that
             fine-tune a policy (gdp; 0: zero-shot).
+        remat: then recompute ops (docs/format.md section 15) on the best schedule, one device
+            and no fusion so far (`_recomputed`): for peak memory, the lowest peak within
+            `max_overhead`; for makespan, the fewest recomputed seconds that fit the capacity.
+        max_overhead: with `remat`, most recomputed seconds as a fraction of the sum of op
+            runtimes (default `DEFAULT_MAX_OVERHEAD` for peak memory, none for makespan).
 
     Raises:
         SolverError: unknown solver or objective, bad budget, bad pins, a policy for a
@@ -157,7 +173,9 @@ def optimize(
         objective,
         pins_from_names(graph, pins or {}),
         fusion=fusion == "search" and classes,
+        remat=remat,
     )
+    _check_remat(remat, max_overhead, machine, fusion)
     chosen = make_solver(solver, policy, finetune)
     if candidates < 0:
         raise SolverError(f"candidates (top K) must be >= 1, or 0 for none, got {candidates}")
@@ -171,7 +189,10 @@ def optimize(
             f"top-K needs K <= the {chosen.max_candidates()} schedules {solver} samples, "
             f"got K = {candidates}"
         )
-    solved = chosen.solve(problem, _less_spent(budget, started), seed, initial, progress)
+    search = _less_spent(budget, started)
+    if remat and search.seconds is not None:
+        search = replace(search, seconds=search.seconds * (1 - REMAT_SHARE))
+    solved = chosen.solve(problem, search, seed, initial, progress)
     if fusion != "none" and not classes:
         solved = _noted(
             solved,
@@ -186,6 +207,9 @@ def optimize(
         )
     elif fusion not in ("none", "search"):
         solved = _fused(problem, solved, fusion, evaluations, seed)
+    if remat:
+        left = None if budget.seconds is None else _less_spent(budget, started).seconds
+        solved = _recomputed(problem, solved, max_overhead, left)
     result = _with_bounds(problem, solved)
     if candidates:
         record = dict(result.solution.solver)
@@ -198,6 +222,92 @@ def optimize(
         if fewer is not None:
             result = _noted(result, fewer)
     return _timed(result, time.perf_counter() - started)
+
+
+def _check_remat(remat: bool, max_overhead: float | None, machine: Machine, fusion: str) -> None:
+    """Refuses what recomputation does not run with yet, and an overhead without it."""
+    if max_overhead is not None and not remat:
+        raise SolverError("max_overhead (--max-overhead) limits recomputation: add remat (--remat)")
+    if max_overhead is not None and not max_overhead >= 0:
+        raise SolverError(f"max_overhead must be a fraction >= 0, got {max_overhead}")
+    if remat and machine.n_devices != 1:
+        raise SolverError(
+            f"remat (--remat) recomputes on one device so far, got {machine.n_devices} devices: "
+            "use --devices 1"
+        )
+    if remat and fusion != "none":
+        raise SolverError(
+            f"remat (--remat) does not combine with fusion yet, got fusion {fusion!r}: use "
+            "--fusion none"
+        )
+
+
+def _recomputed(
+    problem: Problem, result: Result, max_overhead: float | None, seconds: float | None
+) -> Result:
+    """`result` with ops recomputed on its one-device schedule (`solvers.remat.greedy_recompute`).
+
+    For peak memory: the lowest peak whose recomputed seconds stay within `max_overhead` of
+    the step's. For makespan, recomputing only adds seconds on one device, so it runs only when
+    the schedule does not fit the capacity, and stops at the first that fits. The result keeps
+    its schedule, with a note, when recomputing lowers nothing. Under a time budget it gets the
+    seconds the search left (`REMAT_SHARE` of them); under an evaluation budget, all it needs.
+    """
+    graph, capacity = problem.graph, problem.machine.capacity
+    order = result.solution.order
+    if problem.objective is Objective.MAKESPAN and result.feasible:
+        return _noted(result, "remat: the schedule fits, and recomputing only adds seconds")
+    if problem.objective is Objective.MAKESPAN:
+        limit = math.inf if max_overhead is None else max_overhead
+        solution, evaluations = greedy_recompute(
+            graph, order, limit, capacity=capacity, seconds=math.inf if seconds is None else seconds
+        )
+    else:
+        limit = DEFAULT_MAX_OVERHEAD if max_overhead is None else max_overhead
+        solution, evaluations = greedy_recompute(
+            graph, order, limit, seconds=math.inf if seconds is None else seconds
+        )
+    before = result.score
+    if not solution.remat:
+        within = f" within {limit:.0%} more seconds" if math.isfinite(limit) else ""
+        return _noted(result, f"remat: no recomputation{within} lowers the peak")
+    score = problem.scorer.score(solution)
+    runs = len(solution.order) - graph.n_ops
+    note = (
+        f"remat: {runs:,} ops run again ({score.makespan / graph.total_runtime - 1:.1%} of the "
+        f"step's seconds); peak memory {before.peak_memory:,} -> {score.peak_memory:,} bytes, "
+        f"makespan {before.makespan:.6g} -> {score.makespan:.6g} s"
+    )
+    record = dict(result.solution.solver)
+    record["notes"] = [*record.get("notes", []), note]
+    record["remat"] = {"max_overhead": limit, "evaluations": evaluations}
+    value = score.makespan if problem.objective is Objective.MAKESPAN else score.peak_memory
+    return _rescored(result, _claimed(problem, solution, record), score, value, evaluations)
+
+
+def _rescored(
+    result: Result, solution: Solution, score: Score, value: float, evaluations: int = 0
+) -> Result:
+    """`result` holding `solution`, changed after the search (fused, recomputed) and re-scored.
+
+    No solver's bound holds for it any more; `_with_bounds` quotes one that does.
+    """
+    return replace(
+        result,
+        solution=solution,
+        score=score,
+        value=float(value),
+        feasible=score.feasible,
+        status=(
+            result.status
+            if result.status == "interrupted"
+            else "feasible"
+            if score.feasible
+            else "over-capacity"
+        ),
+        evaluations=result.evaluations + evaluations,
+        lower_bound=None,
+    )
 
 
 def _less_spent(budget: Budget, started: float) -> Budget:
@@ -259,21 +369,7 @@ def _fused(
         objective={"peak_memory": score.peak_memory, "makespan": score.makespan},
         solver={**record, "fusion": policy, "notes": notes},
     )
-    return replace(
-        result,
-        solution=solution,
-        score=score,
-        value=float(value),
-        feasible=score.feasible,
-        status=(
-            result.status
-            if result.status == "interrupted"
-            else "feasible"
-            if score.feasible
-            else "over-capacity"
-        ),
-        lower_bound=None,
-    )
+    return _rescored(result, solution, score, value)
 
 
 def _noted(result: Result, note: str) -> Result:

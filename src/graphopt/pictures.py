@@ -164,12 +164,21 @@ def _label(axes: Any, x: float, row: int, texts: tuple[str, ...], room: float, c
             return
 
 
+def _repeated(codes: np.ndarray) -> np.ndarray:
+    """[n] bool: whether each code appeared earlier in `codes` (an op run again)."""
+    _, first = np.unique(codes, return_index=True)
+    seen = np.ones(codes.shape[0], dtype=bool)
+    seen[first] = False
+    return seen
+
+
 def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: float) -> None:
     """Draws when each step runs: a lane per device, then one per destination of async copies.
 
     Ops are bars in their device's colour and sync transfers hatched grey on their destination's
     lane; async copies, which occupy no device, are thin pale bars on their own lanes. A fusion
-    group runs as one kernel, so it is one bar, outlined and labelled with its op count.
+    group runs as one kernel, so it is one bar, outlined and labelled with its op count. An op
+    that runs again (section 15) is cross-hatched.
     """
     from matplotlib.patches import Patch
 
@@ -190,7 +199,14 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
     labels = _step_labels(graph, profile)
     edge = "white" if profile.n_steps <= 400 else "none"
     fused = profile.ops > 1
-    kinds = {"op": profile.is_op & ~fused, "group": fused, "transfer": ~profile.is_op}
+    first = profile.events[profile.step_ptr[:-1]]
+    again = profile.is_op & ~fused & _repeated(first)
+    kinds = {
+        "op": profile.is_op & ~fused & ~again,
+        "recomputed": again,
+        "group": fused,
+        "transfer": ~profile.is_op,
+    }
     for row in range(d + len(copy_lanes)):
         copies = row >= d
         height = 0.45 if copies else 0.8
@@ -205,9 +221,14 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
                 list(zip(start[lasting], finish[lasting] - start[lasting], strict=True)),
                 (row - height / 2, height),
                 facecolors=color,
-                edgecolors={"op": edge, "group": GROUP_EDGE, "transfer": "0.3"}[kind],
+                edgecolors={
+                    "op": edge,
+                    "recomputed": "0.15",
+                    "group": GROUP_EDGE,
+                    "transfer": "0.3",
+                }[kind],
                 linewidth=1.2 if kind == "group" else 0.4,
-                hatch="////" if transfers else None,
+                hatch={"transfer": "////", "recomputed": "xx"}.get(kind),
                 alpha=0.6 if copies else 1.0,
             )
             instant = chosen[finish[chosen] <= start[chosen]]
@@ -238,6 +259,15 @@ def _draw_gantt(axes: Any, graph: Graph, profile: MemoryProfile, lane_points: fl
                 edgecolor=GROUP_EDGE,
                 linewidth=1.2,
                 label="fusion group (one kernel; its op count on it)",
+            )
+        )
+    if again.any():
+        handles.append(
+            Patch(
+                facecolor=_color(0),
+                hatch="xx",
+                edgecolor="0.15",
+                label="recomputed op (it ran before; section 15)",
             )
         )
     if not profile.is_op.all():

@@ -329,6 +329,8 @@ def warm_graphs(folder: Path) -> list[Path]:
                 # A solution's placement with an order of its own, as the partition baselines
                 # and the fusion policies score them.
                 scorer.evaluate(solution.placement, np.array(solution.order))
+                # The same under section 15, as `score` and the recomputing searches run it.
+                scorer.evaluate(solution.placement, np.array(solution.order), remat=True)
             # A population, as the searches that score batches (random search, the ready
             # queues) pass it: fresh arrays, rows padded to the longest.
             events = max(len(solution.order) for solution in solutions)

@@ -15,9 +15,9 @@ from graphopt.costmodels.score import Scorer
 from graphopt.costmodels.validity import Violation
 from graphopt.errors import GraphError, MachineError
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import Solution, random_schedule
+from graphopt.ir.solution import random_schedule
 from graphopt.limits import MAX_TOTAL_BYTES
-from strategies import problems, random_graph
+from strategies import CORRUPTIONS, corrupt, problems, random_graph
 
 
 @settings(max_examples=1500, deadline=None)
@@ -32,39 +32,15 @@ def test_fast_equals_reference_on_valid_solutions(problem) -> None:
     assert fast.feasible == reference.feasible
 
 
-def _corrupt(solution: Solution, graph, rng: np.random.Generator, how: str) -> Solution:
-    order = solution.order.copy()
-    placement = solution.placement.copy()
-    d = solution.n_devices
-    n = order.shape[0]
-    if how == "swap" and n >= 2:
-        i, j = rng.choice(n, 2, replace=False)
-        order[[i, j]] = order[[j, i]]
-    elif how == "drop" and n >= 1:
-        order = np.delete(order, rng.integers(n))
-    elif how == "repeat" and n >= 1:
-        order = np.insert(order, rng.integers(n + 1), order[rng.integers(n)])
-    elif how == "foreign_transfer" and graph.n_tensors:
-        code = graph.n_ops + int(rng.integers(graph.n_tensors)) * d + int(rng.integers(d))
-        order = np.insert(order, rng.integers(n + 1), code)
-    elif how == "unknown_code":
-        order = np.insert(
-            order, rng.integers(n + 1), rng.choice([-1, graph.n_ops + graph.n_tensors * d])
-        )
-    elif how == "placement":
-        placement[rng.integers(graph.n_ops)] = rng.choice([-1, d, int(rng.integers(d))])
-    return Solution(placement=placement, order=order, n_devices=d)
-
-
 @settings(max_examples=1500, deadline=None)
 @given(
     problems(),
-    st.sampled_from(["swap", "drop", "repeat", "foreign_transfer", "unknown_code", "placement"]),
+    st.sampled_from(CORRUPTIONS),
     st.integers(0, 2**32 - 1),
 )
 def test_fast_and_reference_report_the_same_first_violation(problem, how, seed) -> None:
     graph, machine, solution = problem
-    broken = _corrupt(solution, graph, np.random.default_rng(seed), how)
+    broken = corrupt(solution, graph, np.random.default_rng(seed), how)
     _, _, status = Scorer(graph, machine).evaluate(broken.placement, broken.order)
     expected = reference_check(graph, broken)
     assert tuple(int(s) for s in status) == (int(expected[0]), expected[1], expected[2])

@@ -17,7 +17,7 @@ from graphopt.errors import GraphError, SolutionError
 from graphopt.ir.graph import Graph
 from graphopt.ir.io import solution_from_json, solution_to_json
 from graphopt.ir.solution import Solution
-from strategies import problems, remat_problems
+from strategies import CORRUPTIONS, corrupt, problems, remat_problems
 
 
 @settings(max_examples=1500, deadline=None)
@@ -38,32 +38,15 @@ def test_a_schedule_without_repeats_scores_the_same_under_either_rules(problem) 
     assert scorer.score(replace(solution, remat=True)) == scorer.score(solution)
 
 
-def _corrupt(solution: Solution, graph: Graph, rng: np.random.Generator, how: str) -> Solution:
-    order = solution.order.copy()
-    n = order.shape[0]
-    if how == "swap" and n >= 2:
-        i, j = rng.choice(n, 2, replace=False)
-        order[[i, j]] = order[[j, i]]
-    elif how == "drop" and n >= 1:
-        order = np.delete(order, rng.integers(n))
-    elif how == "early" and n >= 1:
-        order = np.insert(order, rng.integers(n + 1), order[rng.integers(n)])
-    elif how == "foreign_transfer" and graph.n_tensors:
-        d = solution.n_devices
-        code = graph.n_ops + int(rng.integers(graph.n_tensors)) * d + int(rng.integers(d))
-        order = np.insert(order, rng.integers(n + 1), code)
-    return replace(solution, order=order)
-
-
 @settings(max_examples=1500, deadline=None)
 @given(
     remat_problems(),
-    st.sampled_from(["swap", "drop", "early", "foreign_transfer"]),
+    st.sampled_from(CORRUPTIONS),
     st.integers(0, 2**32 - 1),
 )
 def test_fast_and_reference_report_the_same_first_violation(problem, how, seed) -> None:
     graph, machine, solution = problem
-    broken = _corrupt(solution, graph, np.random.default_rng(seed), how)
+    broken = corrupt(solution, graph, np.random.default_rng(seed), how)
     scorer = Scorer(graph, machine)
     _, _, status = scorer.evaluate(broken.placement, broken.order, remat=True)
     expected = reference_check(graph, broken)

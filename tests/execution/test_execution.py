@@ -31,7 +31,7 @@ from graphopt.importers.torch_export import (
 from graphopt.ir.io import solution_to_json, write_graph, write_solution
 from graphopt.ir.solution import Solution, random_schedule
 from graphopt.optimize import optimize
-from graphopt.solvers.remat import checkpoint_segments
+from graphopt.solvers.remat import checkpoint_segments, greedy_recompute, sqrt_length
 
 runner = CliRunner()
 
@@ -194,15 +194,35 @@ def test_solution_of_another_graph_is_refused_naming_the_op(tmp_path) -> None:
         read_solution_for(path, capture)
 
 
-def test_a_recomputing_solution_is_refused_until_execution_runs_it(tmp_path) -> None:
+def test_recomputing_solutions_run_on_the_program_as_predicted() -> None:
+    """Section 15 on the real program: every op run again is a copied fx node reading the
+    latest values, the live peak is the predicted one to the byte, and the outputs are the
+    captured program's bit for bit (and eager PyTorch's up to reassociation)."""
     module, inputs = _build()
     capture = capture_training_step(module, inputs)
-    path = tmp_path / "remat.json"
+    graph = capture.graph
+    greedy, _ = greedy_recompute(graph, graph.topological_order, max_overhead=0.5)
+    solutions = {
+        "sqrt": checkpoint_segments(graph, graph.topological_order, sqrt_length(graph)),
+        "greedy": greedy,
+    }
+    assert all(solution.remat for solution in solutions.values())
+    rows = measure_orders(capture, solutions, repeats=1, profile=False)
+    for row, solution in zip(rows[1:], solutions.values(), strict=True):
+        assert row.measurement.live_peak == row.predicted_live
+        assert row.identical and row.eager is not None and row.eager.close
+        calls = [n for n in apply(capture, solution).graph.nodes if n.op == "call_function"]
+        plain = [n for n in capture.program.graph.nodes if n.op == "call_function"]
+        assert len(calls) >= len(plain) + len(solution.order) - graph.n_ops
+    assert rows[2].predicted_live < rows[0].predicted_live
+
+
+def test_replay_refuses_a_recomputing_solution() -> None:
+    module, inputs = _build()
+    capture = capture_training_step(module, inputs)
     solution = checkpoint_segments(capture.graph, capture.graph.topological_order, 4)
-    assert solution.remat
-    write_solution(capture.graph, solution, path)
-    with pytest.raises(SolutionError, match="recomputes ops .* do not run yet"):
-        read_solution_for(path, capture)
+    with pytest.raises(SolutionError, match="replay does not run yet"):
+        replay(capture, solution)
 
 
 def test_multi_device_solution_is_refused_by_apply() -> None:

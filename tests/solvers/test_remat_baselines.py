@@ -13,7 +13,12 @@ from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.graph import Graph
 from graphopt.ir.solution import topological_schedule
-from graphopt.solvers.remat import checkpoint_segments, segment_sweep, sqrt_length
+from graphopt.solvers.remat import (
+    checkpoint_segments,
+    greedy_recompute,
+    segment_sweep,
+    sqrt_length,
+)
 from strategies import graphs
 
 
@@ -93,3 +98,40 @@ def test_sqrt_checkpointing_on_a_training_chain() -> None:
     recomputed = len(solution.order) - graph.n_ops
     assert 64 <= recomputed <= 2 * 64
     assert chen.makespan == kept.makespan + recomputed
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs(max_ops=25), st.sampled_from([0.0, 0.2, 1.0, math.inf]))
+def test_greedy_recompute_is_valid_never_raises_the_peak_and_keeps_its_overhead(
+    graph, overhead
+) -> None:
+    machine = Machine(n_devices=1)
+    start = Scorer(graph, machine).score(topological_schedule(graph, np.zeros(graph.n_ops), 1))
+    solution, evaluations = greedy_recompute(graph, graph.topological_order, overhead)
+    score = Scorer(graph, machine).score(solution)
+    assert score == reference_score(graph, solution, machine)
+    assert score.peak_memory <= start.peak_memory and evaluations >= 1
+    if math.isfinite(overhead):
+        assert score.makespan <= graph.total_runtime * (1 + overhead) * (1 + 1e-9)
+
+
+def test_greedy_recompute_beats_sqrt_checkpointing_on_a_training_chain() -> None:
+    """Issue 47's baseline bar in small: at no more recomputed seconds than sqrt(n) segments,
+    a lower peak."""
+    graph = training_chain(64)
+    ((_, _, chen),) = segment_sweep(graph, graph.topological_order, [sqrt_length(graph)])
+    overhead = chen.makespan / graph.total_runtime - 1
+    solution, _ = greedy_recompute(graph, graph.topological_order, overhead)
+    greedy = Scorer(graph, Machine(n_devices=1)).score(solution)
+    assert greedy.makespan <= chen.makespan
+    assert greedy.peak_memory < chen.peak_memory
+
+
+def test_greedy_recompute_stops_once_the_peak_fits() -> None:
+    graph = training_chain(32)
+    solution, _ = greedy_recompute(graph, graph.topological_order, capacity=2500)
+    fits = Scorer(graph, Machine(n_devices=1)).score(solution)
+    unbounded, _ = greedy_recompute(graph, graph.topological_order)
+    lowest = Scorer(graph, Machine(n_devices=1)).score(unbounded)
+    assert lowest.peak_memory < fits.peak_memory <= 2500
+    assert fits.makespan < lowest.makespan

@@ -247,6 +247,25 @@ FusionOption = Annotated[
     ),
 ]
 
+RematFlag = Annotated[
+    bool,
+    typer.Option(
+        "--remat",
+        help="Then recompute ops instead of keeping them (docs/format.md section 15; one "
+        "device, no fusion): for peak memory the lowest peak within --max-overhead, for "
+        "makespan the fewest recomputed seconds that fit --capacity.",
+    ),
+]
+MaxOverheadOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0,
+        help="With --remat: most recomputed seconds, in percent of the step's "
+        "\\[default: 20 for peak memory, no limit for makespan].",
+        show_default=False,
+    ),
+]
+
 
 @user_errors
 def optimize(
@@ -269,6 +288,8 @@ def optimize(
     top_k: TopKOption = 100,
     target: CandidateTargetOption = None,
     fusion: FusionOption = None,
+    remat: RematFlag = False,
+    max_overhead: MaxOverheadOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Find a placement and schedule; write the best solution and print a summary.
@@ -296,7 +317,8 @@ def optimize(
     search = functools.partial(
         run_optimize, graph, machine, objective, solver, budget, time_limit, seed, pins,
         policy=policy, candidates=top_k if candidates is not None else 0, fusion=fusion,
-        finetune=finetune,
+        finetune=finetune, remat=remat,
+        max_overhead=None if max_overhead is None else max_overhead / 100,
     )  # fmt: skip
     result = _search(search, solver, budget, objective, as_json)
     write_solution(graph, result.solution, output)

@@ -101,8 +101,12 @@ def score_remat(
     order: np.ndarray,
     recomputable: np.ndarray,
     peak: np.ndarray,
+    trace: np.ndarray,
 ) -> tuple[int, int, int, float]:
     """Scores one solution under section 15; writes per-device peaks into `peak` (overwritten).
+
+    `trace` is empty, or [n_events] int64 that gets each step's memory on the event's device
+    (a transfer's: its destination's), which is where a search looks for the peak step.
 
     Returns:
         (violation, where, detail, makespan), as `_kernels.score_solution`.
@@ -143,6 +147,8 @@ def score_remat(
             )
             if current > peak[_u(device)]:
                 peak[_u(device)] = current
+            if trace.shape[0]:
+                trace[_u(position)] = current
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
@@ -158,6 +164,8 @@ def score_remat(
                 peak[_u(device)] = arrived
             if held > peak[_u(home)]:
                 peak[_u(home)] = held
+            if trace.shape[0]:
+                trace[_u(position)] = arrived
         if finish > makespan:
             makespan = finish
     return Violation.NONE.value, -1, -1, makespan

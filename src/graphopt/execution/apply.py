@@ -8,7 +8,10 @@ the cost model. `apply` rebuilds the program's graph with its call nodes in the 
   of its own: a view goes right before its first user, a `getitem` right after its producer, and
   a node with no users (a check, an unused view) as soon as its inputs exist, so none of them
   extends a lifetime the cost model does not see;
-- placeholders keep their place at the start and the output node its place at the end.
+- placeholders keep their place at the start and the output node its place at the end;
+- an op the solution runs again (docs/format.md section 15) is its node copied once more, reading
+  the latest copies of its inputs, with the merged nodes that hang off it copied again for the
+  readers after it, so that an older copy lives exactly as long as the contract says.
 The rebuilt graph is checked with `Graph.lint()` and compiled; it computes the same values as the
 captured program because the importer's edges (data, in-place reads, random-op order) hold in
 every valid order.
@@ -39,8 +42,8 @@ def read_solution_for(path: str | Path, capture: Capture) -> Solution:
 
     Raises:
         SolutionError: a solution for another graph or capture (naming the first op of the
-            capture it lacks, or the first op it names that the capture lacks), one that
-            recomputes, or any rule of the solution format; prefixed with the file name.
+            capture it lacks, or the first op it names that the capture lacks), or any rule of
+            the solution format; prefixed with the file name.
     """
     path = Path(path)
     if not path.is_file():
@@ -69,11 +72,6 @@ def read_solution_for(path: str | Path, capture: Capture) -> Solution:
         solution = solution_from_json(document, capture.graph)
     except SolutionError as error:
         raise SolutionError(f"{path}: {error}") from None
-    if solution.remat:
-        raise SolutionError(
-            f"{path}: the solution recomputes ops (remat, docs/format.md section 15), which "
-            "apply, measure and replay do not run yet; score or plot it instead"
-        )
     return solution
 
 
@@ -121,7 +119,13 @@ def predict(capture: Capture, solution: Solution) -> Score:
 
 
 def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:
-    """The captured program with its op nodes in the order `ops` (all the graph's ops, once).
+    """The captured program with its op nodes in the order `ops` (every graph op at least once).
+
+    An op named again is recomputed (docs/format.md section 15): its node is copied once more,
+    reading the most recent copies of its inputs, and every later reader reads the new copy.
+    The nodes merged into ops (views, getitems) that hang off a recomputed op are copied again
+    too, when a reader next needs them, so that no reader keeps the older copy alive. Python
+    frees a value after its last use in the generated code, which is the contract's freeing.
 
     Raises:
         SolutionError: `ops` leaves out an op, so some node would have no place.
@@ -129,7 +133,8 @@ def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:
     program = capture.program
     by_name = {node.name: node for node in program.graph.nodes}
     own = set(capture.op_nodes.values())
-    placed: dict[Node, None] = {}
+    placed: set[Node] = set()
+    steps: list[Node] = []  # nodes in program order, a recomputed one more than once
     pending = [  # nodes no other node uses and that became no op: checks, unused view chains
         node
         for node in program.graph.nodes
@@ -149,31 +154,48 @@ def reorder(capture: Capture, ops: list[str]) -> torch.fx.GraphModule:
             return
         for source in node.all_input_nodes:
             place(source)  # only merged nodes and placeholders can still be missing here
-        placed[node] = None
+        placed.add(node)
+        steps.append(node)
         for user in node.users:
             if user.target is operator.getitem:
                 place(user)
 
+    def merged_readers(node: Node) -> set[Node]:
+        """The merged nodes that read `node`, directly or through other merged nodes."""
+        found: set[Node] = set()
+        frontier = [node]
+        while frontier:
+            for user in frontier.pop().users:
+                if user.name not in own and user.op == "call_function" and user not in found:
+                    found.add(user)
+                    frontier.append(user)
+        return found
+
     for node in program.graph.nodes:
         if node.op == "placeholder":
             place(node)
+    ran: set[str] = set()
     for op in ops:
-        place(by_name[capture.op_nodes[op]])
-        for node in [n for n in pending if ready(n)]:
-            pending.remove(node)
-            place(node)
+        node = by_name[capture.op_nodes[op]]
+        if op in ran:  # run again: it and what hangs off it are placed anew
+            placed.difference_update({node, *merged_readers(node)})
+        ran.add(op)
+        place(node)
+        for waiting in [n for n in pending if ready(n)]:
+            pending.remove(waiting)
+            place(waiting)
     output = next(node for node in program.graph.nodes if node.op == "output")
     for node in [*pending, output]:
         place(node)
-    if len(placed) != len(program.graph.nodes):
+    if len(set(steps)) != len(program.graph.nodes):
         lost = next(node for node in program.graph.nodes if node not in placed)
         raise SolutionError(f"fx node '{lost.name}' has no place in the order")
 
     graph = torch.fx.Graph()
     graph._codegen = copy.deepcopy(program.graph._codegen)
-    copies: dict[Node, Node] = {}
-    for node in placed:
-        copies[node] = graph.node_copy(node, lambda n: copies[n])
+    latest: dict[Node, Node] = {}  # each node's most recent copy
+    for node in steps:
+        latest[node] = graph.node_copy(node, lambda n: latest[n])
     graph.lint()
     module = torch.fx.GraphModule(program, graph)
     module.recompile()

@@ -86,9 +86,15 @@ def replay(
         seed: torch's random seed for the run (as `measure` seeds it), restored afterwards.
 
     Raises:
-        SolutionError: an invalid solution, or a device list of the wrong length.
+        SolutionError: an invalid or recomputing solution, or a device list of the wrong
+            length.
     """
     graph, d = capture.graph, solution.n_devices
+    if solution.remat:
+        raise SolutionError(
+            "the solution recomputes ops (remat, docs/format.md section 15), which replay does "
+            "not run yet; run a one-device one with apply or measure"
+        )
     devices = tuple(devices) if devices is not None else ("cpu",) * d
     if len(devices) != d:
         raise SolutionError(f"the solution uses {d} devices, {len(devices)} were given")

@@ -494,23 +494,32 @@ class Graph:
 
         The op's `recomputable` field when it has one; otherwise true except for a source op,
         an op that makes a persistent tensor, an in-place op (a `type` with a dotted part that
-        ends in one `_`, as `aten.add_.Tensor`: running it again would change its input twice)
-        and a random op (`RANDOM_OP_WORDS`) that is not marked `deterministic`.
+        ends in one `_`, as `aten.add_.Tensor`: running it again would change its input twice),
+        an op that reads a tensor an in-place op reads (run again, it could see the change) and
+        a random op (`RANDOM_OP_WORDS`) that is not marked `deterministic`.
         """
         makes_persistent = np.zeros(self.n_ops, dtype=bool)
         makes_persistent[self.tensor_producer[self.tensor_persistent]] = True
         sources = np.zeros(self.n_ops, dtype=bool)
         sources[self.sources] = True
+        kinds = [str(a.get("type", "")).lower() for a in self.op_attrs]
+        in_place = np.array(
+            [any(p.endswith("_") and not p.endswith("__") for p in k.split(".")) for k in kinds],
+            dtype=bool,
+        )
+        # A tensor an in-place op reads may change under it: a reader run again could see that.
+        mutated = np.zeros(self.n_tensors, dtype=bool)
+        mutated[self.edge_tensor[in_place[self.consumer_op]]] = True
+        reads_mutated = np.zeros(self.n_ops, dtype=bool)
+        reads_mutated[self.consumer_op[mutated[self.edge_tensor]]] = True
         flags = []
-        for op, attributes in enumerate(self.op_attrs):
+        for op, (attributes, kind) in enumerate(zip(self.op_attrs, kinds, strict=True)):
             if "recomputable" in attributes:
                 flags.append(bool(attributes["recomputable"]))
                 continue
-            kind = str(attributes.get("type", "")).lower()
-            in_place = any(p.endswith("_") and not p.endswith("__") for p in kind.split("."))
             random = any(word in kind for word in RANDOM_OP_WORDS)
             flags.append(
-                not (sources[op] or makes_persistent[op] or in_place)
+                not (sources[op] or makes_persistent[op] or in_place[op] or reads_mutated[op])
                 and (not random or attributes.get("deterministic") is True)
             )
         return _frozen(np.array(flags, dtype=bool))

@@ -175,6 +175,9 @@ class Problem:
             one fusion priority per op (so BRKGA searches fusion with placement and order),
             and the bounds are those that hold with fusion. Solvers that do not fuse still
             return valid, unfused solutions.
+        remat: whether solutions may recompute (section 15): the bounds are then those that
+            hold with recomputation. The solvers search without it; `optimize` recomputes on
+            their best solution.
     """
 
     graph: Graph
@@ -182,6 +185,7 @@ class Problem:
     objective: Objective = Objective.PEAK_MEMORY
     pinned: np.ndarray | None = None
     fusion: bool = False
+    remat: bool = False
     scorer: Scorer = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -207,12 +211,12 @@ class Problem:
 
     @cached_property
     def peak_memory_bound(self) -> int:
-        """Bytes some device holds in every solution (`bounds`; the fused bound with fusion)."""
+        """Bytes some device holds in every solution (`bounds`; with fusion or remat, theirs)."""
         from graphopt.solvers.bounds import fused_peak_memory_lower_bound, peak_memory_lower_bound
 
         if self.fusion:
             return fused_peak_memory_lower_bound(self.graph, self.machine.n_devices)
-        return peak_memory_lower_bound(self.graph, self.machine.n_devices)
+        return peak_memory_lower_bound(self.graph, self.machine.n_devices, self.remat)
 
     @cached_property
     def lower_bound(self) -> float:

@@ -112,10 +112,12 @@ def forced_live_bytes(graph: Graph) -> np.ndarray:
     )
 
 
-def peak_memory_lower_bound(graph: Graph, n_devices: int = 1) -> int:
+def peak_memory_lower_bound(graph: Graph, n_devices: int = 1, recompute: bool = False) -> int:
     """Bytes that some device holds at some step in every solution on `n_devices` devices.
 
-    See the module docstring; never below the largest `op_step_memory`.
+    See the module docstring; never below the largest `op_step_memory`. With `recompute` it
+    holds for solutions that recompute (section 15) too: the forced-live bytes F_j are left
+    out, since a tensor made before j's step and read after it may be freed and made again.
     """
     if graph.n_ops == 0:
         return 0
@@ -124,7 +126,7 @@ def peak_memory_lower_bound(graph: Graph, n_devices: int = 1) -> int:
     rest = step - held
     persistent = int(graph.tensor_size[graph.tensor_persistent].sum())
     last_step = -(-(persistent + int(graph.tensor_size[graph.tensor_output].sum())) // n_devices)
-    total = persistent + forced_live_bytes(graph)
+    total = persistent + (0 if recompute else forced_live_bytes(graph))
     if n_devices == 1:
         return int(max(step.max(), (total + rest).max(), last_step))
     # P_x at which x + A_j meets (P + F_j - x) / (d - 1), in integers (sizes stay below 2**53, d
