@@ -132,4 +132,6 @@ def test_a_recomputed_op_is_drawn_cross_hatched(tmp_path) -> None:
         code, out, _ = invoke("plot", graph_path, path, "-o", picture)
         assert code == 0 and "peak memory" in out
         svgs[length] = picture.read_text()
+    runs = len(checkpoint_segments(graph, graph.topological_order, 3).order) - graph.n_ops
+    assert f"({runs} run again) and 0 transfers" in svgs[3]
     assert svgs[graph.n_ops].count("<pattern") == 0 < svgs[3].count("<pattern")

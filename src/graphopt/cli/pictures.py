@@ -99,12 +99,14 @@ def plot(
     picture_format(output)
     graph = read_graph(graph_path)
     profile = _profile(graph, solution_path, devices, capacity, latency, bandwidth, mode)
-    n_transfers = profile.n_events - graph.n_ops
+    n_transfers = int((profile.events >= graph.n_ops).sum())
+    again = profile.n_events - n_transfers - graph.n_ops
     n_groups = int((profile.ops > 1).sum())
     fused = f" ({n_groups:,} fusion groups)" if n_groups else ""
+    rerun = f" ({again:,} run again)" if again else ""
     title = (
-        f"{solution_path.name} on {graph.name or graph_path.name}: {graph.n_ops:,} ops{fused} and "
-        f"{n_transfers:,} transfers on {count(profile.n_devices, 'device')}; makespan "
+        f"{solution_path.name} on {graph.name or graph_path.name}: {graph.n_ops:,} ops{fused}"
+        f"{rerun} and {n_transfers:,} transfers on {count(profile.n_devices, 'device')}; makespan "
         f"{seconds_text(profile.makespan)}, peak memory {profile.peak_memory:,} bytes"
     )
     plot_solution(graph, profile, output, title)
