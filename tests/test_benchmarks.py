@@ -430,6 +430,20 @@ def test_remat_measured(tmp_path: Path) -> None:
     assert "predicted = measured on 100% of the rows" in (out / "summary.md").read_text()
 
 
+def test_remat_exact(tmp_path: Path) -> None:
+    out = tmp_path / "exact"
+    run_script(
+        "remat_exact.py", "--quick", "--seconds", "5", "--overheads", "0.5",
+        "--evaluations", "200", "--out", out,
+    )  # fmt: skip
+    with (out / "runs.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert int(row["ops"]) == 12 and row["optimal"] == "True"
+    assert int(row["bound"]) == int(row["cp_sat"]) <= int(row["greedy"]) <= int(row["best"])
+    greedy, known = int(row["greedy"]), int(row["cp_sat"])
+    assert float(row["greedy_gap"]) == pytest.approx(100 * (greedy / known - 1), abs=0.01)
+
+
 def test_learned_vs_auto(tmp_path: Path) -> None:
     out = tmp_path / "lva"
     run_script(

@@ -20,12 +20,23 @@ from graphopt.ir.solution import Solution
 from strategies import CORRUPTIONS, corrupt, problems, remat_problems
 
 
-@settings(max_examples=1500, deadline=None)
-@given(remat_problems())
-def test_fast_equals_reference_when_recomputing(problem) -> None:
+def _scores_agree(problem) -> None:
     graph, machine, solution = problem
     fast = Scorer(graph, machine).score(solution)
     assert fast == reference_score(graph, solution, machine)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(remat_problems())
+def test_fast_equals_reference_when_recomputing(problem) -> None:
+    _scores_agree(problem)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None)
+@given(remat_problems())
+def test_fast_equals_reference_on_10000_recomputing_cases(problem) -> None:
+    _scores_agree(problem)
 
 
 @settings(max_examples=500, deadline=None)
@@ -45,6 +56,17 @@ def test_a_schedule_without_repeats_scores_the_same_under_either_rules(problem) 
     st.integers(0, 2**32 - 1),
 )
 def test_fast_and_reference_report_the_same_first_violation(problem, how, seed) -> None:
+    _first_violations_agree(problem, how, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_000, deadline=None)
+@given(remat_problems(), st.sampled_from(CORRUPTIONS), st.integers(0, 2**32 - 1))
+def test_the_first_violation_agrees_on_10000_broken_cases(problem, how, seed) -> None:
+    _first_violations_agree(problem, how, seed)
+
+
+def _first_violations_agree(problem, how: str, seed: int) -> None:
     graph, machine, solution = problem
     broken = corrupt(solution, graph, np.random.default_rng(seed), how)
     scorer = Scorer(graph, machine)

@@ -38,9 +38,7 @@ def _every_schedule(graph: Graph) -> list[tuple[int, int]]:
         for r in graph.op_runtime
     ]
     found = []
-    again_choices = [
-        [0, 1] if graph.op_recomputable[v] else [0] for v in range(graph.n_ops)
-    ]
+    again_choices = [[0, 1] if graph.op_recomputable[v] else [0] for v in range(graph.n_ops)]
     for extra in np.array(np.meshgrid(*again_choices)).reshape(graph.n_ops, -1).T:
         counts = Counter({v: 1 + int(extra[v]) for v in range(graph.n_ops)})
         for order in _arrangements(counts):

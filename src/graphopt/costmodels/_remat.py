@@ -112,12 +112,11 @@ def score_remat(
         (violation, where, detail, makespan), as `_kernels.score_solution`.
     """
     n_ops = placement.shape[0]
-    n_tensors = g.tensor_size.shape[0]
     d = m.n_devices
     peak[:] = 0
-    for j in range(n_ops):
-        if placement[_u(j)] < 0 or placement[_u(j)] >= d:
-            return Violation.PLACEMENT_OUT_OF_RANGE.value, j, -1, 0.0
+    misplaced = np.flatnonzero((placement < 0) | (placement >= d))
+    if misplaced.shape[0]:
+        return Violation.PLACEMENT_OUT_OF_RANGE.value, misplaced[0], -1, 0.0
     n_consumers, _, memory = count_readers(g, placement, d)
     violation, where, detail, readers, last = _instance_readers(
         g, placement, order, recomputable, n_consumers, d
@@ -125,8 +124,9 @@ def score_remat(
     if violation != Violation.NONE.value:
         return violation, where, detail, 0.0
 
-    readers_left = np.zeros(n_tensors * d, dtype=np.int32)
-    ready = np.full(n_tensors * d, -1.0)
+    copies = g.tensor_size.shape[0] * d
+    readers_left = np.zeros(copies, dtype=np.int32)
+    ready = np.full(copies, -1.0)
     device_free = np.zeros(d, dtype=np.float64)
     makespan = 0.0
     instance = 0
