@@ -33,9 +33,9 @@ from graphopt.solvers.registry import FUSION_SEARCHERS, SAMPLERS, default_fusion
 from graphopt.solvers.remat import greedy_recompute
 
 DEFAULT_MAX_OVERHEAD = 0.2
-"""With `remat` and peak memory as the objective, the recomputed seconds allowed by default, as a
-fraction of the step's: about what checkpointing every layer costs (one more forward pass is a
-third of a training step)."""
+"""With `remat` and peak memory as the objective, the extra makespan allowed by default, as a
+fraction of the search's: about what checkpointing every layer costs on one device (one more
+forward pass is a third of a training step)."""
 REMAT_SHARE = 0.2
 """With `remat` under a time budget, the share of it left to recomputing after the search."""
 DEFAULT_SECONDS = 10.0
@@ -144,11 +144,11 @@ def optimize(
             fusion cannot beat (`bounds.fused_*`).
         finetune: steps of training on the graph before solving it, for the solvers that
             fine-tune a policy (gdp; 0: zero-shot).
-        remat: then recompute ops (docs/format.md section 15) on the best schedule, one device
-            and no fusion so far (`_recomputed`): for peak memory, the lowest peak within
-            `max_overhead`; for makespan, the fewest recomputed seconds that fit the capacity.
-        max_overhead: with `remat`, most recomputed seconds as a fraction of the sum of op
-            runtimes (default `DEFAULT_MAX_OVERHEAD` for peak memory, none for makespan).
+        remat: then recompute ops and transfer copies again (docs/format.md section 15) on
+            the best solution, without fusion so far (`_recomputed`): for peak memory, the
+            lowest peak within `max_overhead`; for makespan, the least that fits the capacity.
+        max_overhead: with `remat`, most extra makespan as a fraction of the search's best
+            (default `DEFAULT_MAX_OVERHEAD` for peak memory, none for makespan).
 
     Raises:
         SolverError: unknown solver or objective, bad budget, bad pins, a policy for a
@@ -175,7 +175,7 @@ def optimize(
         fusion=fusion == "search" and classes,
         remat=remat,
     )
-    _check_remat(remat, max_overhead, machine, fusion)
+    _check_remat(remat, max_overhead, fusion)
     chosen = make_solver(solver, policy, finetune)
     if candidates < 0:
         raise SolverError(f"candidates (top K) must be >= 1, or 0 for none, got {candidates}")
@@ -224,17 +224,12 @@ def optimize(
     return _timed(result, time.perf_counter() - started)
 
 
-def _check_remat(remat: bool, max_overhead: float | None, machine: Machine, fusion: str) -> None:
+def _check_remat(remat: bool, max_overhead: float | None, fusion: str) -> None:
     """Refuses what recomputation does not run with yet, and an overhead without it."""
     if max_overhead is not None and not remat:
         raise SolverError("max_overhead (--max-overhead) limits recomputation: add remat (--remat)")
     if max_overhead is not None and not max_overhead >= 0:
         raise SolverError(f"max_overhead must be a fraction >= 0, got {max_overhead}")
-    if remat and machine.n_devices != 1:
-        raise SolverError(
-            f"remat (--remat) recomputes on one device so far, got {machine.n_devices} devices: "
-            "use --devices 1"
-        )
     if remat and fusion != "none":
         raise SolverError(
             f"remat (--remat) does not combine with fusion yet, got fusion {fusion!r}: use "
@@ -245,38 +240,43 @@ def _check_remat(remat: bool, max_overhead: float | None, machine: Machine, fusi
 def _recomputed(
     problem: Problem, result: Result, max_overhead: float | None, seconds: float | None
 ) -> Result:
-    """`result` with ops recomputed on its one-device schedule (`solvers.remat.greedy_recompute`).
+    """`result` with ops recomputed and copies transferred again (`remat.greedy_recompute`).
 
-    For peak memory: the lowest peak whose recomputed seconds stay within `max_overhead` of
-    the step's. For makespan, recomputing only adds seconds on one device, so it runs only when
-    the schedule does not fit the capacity, and stops at the first that fits. The result keeps
+    For peak memory: the lowest peak whose makespan stays within `max_overhead` of the
+    search's. For makespan, recomputing does not shorten a schedule, so it runs only when the
+    schedule does not fit the capacity, and stops at the first that fits. The result keeps
     its schedule, with a note, when recomputing lowers nothing. Under a time budget it gets the
     seconds the search left (`REMAT_SHARE` of them); under an evaluation budget, all it needs.
     """
     graph, capacity = problem.graph, problem.machine.capacity
-    order = result.solution.order
+    order, placement = result.solution.order, result.solution.placement
     if problem.objective is Objective.MAKESPAN and result.feasible:
         return _noted(result, "remat: the schedule fits, and recomputing only adds seconds")
     if problem.objective is Objective.MAKESPAN:
         limit = math.inf if max_overhead is None else max_overhead
-        solution, evaluations = greedy_recompute(
-            graph, order, limit, capacity=capacity, seconds=math.inf if seconds is None else seconds
-        )
     else:
         limit = DEFAULT_MAX_OVERHEAD if max_overhead is None else max_overhead
-        solution, evaluations = greedy_recompute(
-            graph, order, limit, seconds=math.inf if seconds is None else seconds
-        )
+        capacity = None
+    solution, evaluations = greedy_recompute(
+        graph,
+        order,
+        limit,
+        capacity=capacity,
+        seconds=math.inf if seconds is None else seconds,
+        machine=problem.machine,
+        placement=placement,
+    )
     before = result.score
     if not solution.remat:
         within = f" within {limit:.0%} more seconds" if math.isfinite(limit) else ""
         return _noted(result, f"remat: no recomputation{within} lowers the peak")
     score = problem.scorer.score(solution)
-    runs = len(solution.order) - graph.n_ops
+    again = len(solution.order) - len(order)
+    longer = score.makespan / before.makespan - 1 if before.makespan > 0 else 0.0
     note = (
-        f"remat: {runs:,} ops run again ({score.makespan / graph.total_runtime - 1:.1%} of the "
-        f"step's seconds); peak memory {before.peak_memory:,} -> {score.peak_memory:,} bytes, "
-        f"makespan {before.makespan:.6g} -> {score.makespan:.6g} s"
+        f"remat: {again:,} ops run or copies transferred again ({longer:.1%} longer); peak "
+        f"memory {before.peak_memory:,} -> {score.peak_memory:,} bytes, makespan "
+        f"{before.makespan:.6g} -> {score.makespan:.6g} s"
     )
     record = dict(result.solution.solver)
     record["notes"] = [*record.get("notes", []), note]

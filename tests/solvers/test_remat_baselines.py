@@ -12,14 +12,14 @@ from graphopt.costmodels._reference import reference_score
 from graphopt.costmodels.machine import Machine
 from graphopt.costmodels.score import Scorer
 from graphopt.ir.graph import Graph
-from graphopt.ir.solution import topological_schedule
+from graphopt.ir.solution import Solution, topological_schedule
 from graphopt.solvers.remat import (
     checkpoint_segments,
     greedy_recompute,
     segment_sweep,
     sqrt_length,
 )
-from strategies import graphs
+from strategies import graphs, problems
 
 
 @settings(max_examples=400, deadline=None)
@@ -113,6 +113,44 @@ def test_greedy_recompute_is_valid_never_raises_the_peak_and_keeps_its_overhead(
     assert score.peak_memory <= start.peak_memory and evaluations >= 1
     if math.isfinite(overhead):
         assert score.makespan <= graph.total_runtime * (1 + overhead) * (1 + 1e-9)
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems(), st.sampled_from([0.0, 0.2, math.inf]))
+def test_greedy_recompute_on_many_devices_is_valid_and_never_raises_the_peak(
+    problem, overhead
+) -> None:
+    """Copies on other devices are transferred again, ops recomputed on their own device."""
+    graph, machine, start = problem
+    before = Scorer(graph, machine).score(start)
+    solution, _ = greedy_recompute(
+        graph, start.order, overhead, machine=machine, placement=start.placement
+    )
+    score = Scorer(graph, machine).score(solution)
+    assert score == reference_score(graph, solution, machine)
+    assert score.peak_memory <= before.peak_memory
+    if math.isfinite(overhead):
+        assert score.makespan <= before.makespan * (1 + overhead) * (1 + 1e-9)
+
+
+def test_a_remote_copy_is_transferred_again_instead_of_kept() -> None:
+    """Two devices: b on device 1 reads A early and d reads it late; between them c needs a
+    large scratch. Keeping A's copy on device 1 costs its bytes at c's step; transferring A
+    again before d does not."""
+    graph = Graph.from_arrays(
+        "remote", ["a", "b", "c", "d"], [1.0] * 4, ["A", "B", "C", "D"], [100, 1, 1, 1],
+        [0, 1, 2, 3], [0, 2, 3, 4, 4], [1, 3, 2, 3], op_temp_memory=[0, 0, 1000, 0],
+        tensor_output=[False, False, False, True],
+    )  # fmt: skip
+    machine = Machine(n_devices=2)
+    placement = np.array([0, 1, 1, 1], dtype=np.int32)
+    transfer = graph.n_ops + 0 * 2 + 1  # A to device 1
+    order = np.array([0, transfer, 1, 2, 3])
+    kept = Scorer(graph, machine).score(Solution(placement, order, 2))
+    solution, _ = greedy_recompute(graph, order, machine=machine, placement=placement)
+    again = Scorer(graph, machine).score(solution)
+    assert solution.order.tolist() == [0, transfer, 1, 2, transfer, 3]
+    assert kept.peak_memory - again.peak_memory == 100
 
 
 def test_greedy_recompute_beats_sqrt_checkpointing_on_a_training_chain() -> None:

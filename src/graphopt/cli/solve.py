@@ -251,16 +251,16 @@ RematFlag = Annotated[
     bool,
     typer.Option(
         "--remat",
-        help="Then recompute ops instead of keeping them (docs/format.md section 15; one "
-        "device, no fusion): for peak memory the lowest peak within --max-overhead, for "
-        "makespan the fewest recomputed seconds that fit --capacity.",
+        help="Then recompute ops (and transfer copies again) instead of keeping them "
+        "(docs/format.md section 15; no fusion): for peak memory the lowest peak within "
+        "--max-overhead, for makespan the least recomputation that fits --capacity.",
     ),
 ]
 MaxOverheadOption = Annotated[
     float | None,
     typer.Option(
         min=0.0,
-        help="With --remat: most recomputed seconds, in percent of the step's "
+        help="With --remat: most extra makespan, in percent of the search's "
         "\\[default: 20 for peak memory, no limit for makespan].",
         show_default=False,
     ),

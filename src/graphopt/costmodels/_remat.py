@@ -105,8 +105,9 @@ def score_remat(
 ) -> tuple[int, int, int, float]:
     """Scores one solution under section 15; writes per-device peaks into `peak` (overwritten).
 
-    `trace` is empty, or [n_events] int64 that gets each step's memory on the event's device
-    (a transfer's: its destination's), which is where a search looks for the peak step.
+    `trace` is empty, or [n_events, 2] int64 that gets each step's memory on the event's device
+    (a transfer's destination) in column 0 and, for a transfer, its source's in column 1 (left
+    as it was for an op): where a search looks for the peak step.
 
     Returns:
         (violation, where, detail, makespan), as `_kernels.score_solution`.
@@ -148,7 +149,7 @@ def score_remat(
             if current > peak[_u(device)]:
                 peak[_u(device)] = current
             if trace.shape[0]:
-                trace[_u(position)] = current
+                trace[_u(position), 0] = current
         else:
             t = (code - n_ops) // d
             device = code - n_ops - t * d
@@ -165,7 +166,8 @@ def score_remat(
             if held > peak[_u(home)]:
                 peak[_u(home)] = held
             if trace.shape[0]:
-                trace[_u(position)] = arrived
+                trace[_u(position), 0] = arrived
+                trace[_u(position), 1] = held
         if finish > makespan:
             makespan = finish
     return Violation.NONE.value, -1, -1, makespan

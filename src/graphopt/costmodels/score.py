@@ -133,7 +133,7 @@ class Scorer:
                 order,
                 self.graph.op_recomputable,
                 peak,
-                np.empty(0, dtype=np.int64),
+                np.empty((0, 2), dtype=np.int64),
             )
         elif fusion is None or not fusion.size or fusion.max() < 0:
             violation, where, detail, makespan = _kernels.score_solution(

@@ -106,16 +106,20 @@ def segment_sweep(
 CHAIN_DEPTH = 4
 """How many producers back `greedy_recompute` also makes again what a recomputed op reads."""
 
+Copy = tuple[int, int]
+"""(tensor, device): where instances live."""
 
-def _trace(graph: Graph, order: np.ndarray) -> tuple[int, float, np.ndarray]:
-    """(peak, makespan, memory at every step) of a valid one-device recomputing order."""
-    peak = np.zeros(1, dtype=np.int64)
-    trace = np.zeros(order.shape[0], dtype=np.int64)
-    machine = Machine(n_devices=1)
+
+def _trace(
+    graph: Graph, machine: Machine, placement: np.ndarray, order: np.ndarray
+) -> tuple[int, float, np.ndarray]:
+    """(peak, makespan, [n_events, 2] memory at every step) of a valid recomputing solution."""
+    peak = np.zeros(machine.n_devices, dtype=np.int64)
+    trace = np.full((order.shape[0], 2), -1, dtype=np.int64)
     violation, where, _, makespan = score_remat(
         graph.arrays,
         machine.arrays,
-        np.zeros(graph.n_ops, dtype=np.int32),
+        placement,
         np.ascontiguousarray(order, dtype=np.int64),
         graph.op_recomputable,
         peak,
@@ -123,42 +127,70 @@ def _trace(graph: Graph, order: np.ndarray) -> tuple[int, float, np.ndarray]:
     )
     if violation:
         raise ValueError(f"greedy_recompute made an invalid order (rule {violation} at {where})")
-    return int(peak[0]), float(makespan), trace
+    return int(peak.max(initial=0)), float(makespan), trace
 
 
-def _idle_spans(graph: Graph, order: np.ndarray, step: int) -> list[tuple[int, int]]:
-    """(tensor, next read) of every instance resident across `step` that `step` does not read.
+def _peak_step(
+    graph: Graph, placement: np.ndarray, order: np.ndarray, trace: np.ndarray, d: int
+) -> Copy:
+    """(step, device) of the highest memory: an event's device, or a transfer's source."""
+    step, column = np.unravel_index(int(np.argmax(trace)), trace.shape)
+    code = int(order[step])
+    if code < graph.n_ops:
+        return int(step), int(placement[code])
+    t, destination = divmod(code - graph.n_ops, d)
+    return int(step), destination if column == 0 else int(placement[graph.tensor_producer[t]])
+
+
+def _events(
+    graph: Graph, placement: np.ndarray, order: np.ndarray, d: int
+) -> list[tuple[list[Copy], list[Copy]]]:
+    """Per event of `order`: (the copies it reads, the copies it makes)."""
+    events = []
+    for code in order.tolist():
+        if code < graph.n_ops:
+            device = int(placement[code])
+            reads = [(t, device) for t in graph.inputs(code).tolist()]
+            events.append((reads, [(t, device) for t in graph.outputs(code).tolist()]))
+        else:
+            t, device = divmod(code - graph.n_ops, d)
+            events.append(([(t, int(placement[graph.tensor_producer[t]]))], [(t, device)]))
+    return events
+
+
+def _idle_spans(events: list[tuple[list[Copy], list[Copy]]], step: int, device: int) -> list:
+    """(tensor, next read) of every instance on `device` resident across `step` unread there.
 
     An instance is made at one event and read at later ones; a span between two of its
-    consecutive events (made or read) that contains `step` is idle there. Running the tensor's
-    producer again just before the next read frees it across the span (section 15).
+    consecutive events (made or read) that contains `step` is idle there. Making it again just
+    before the next read frees it across the span (section 15).
     """
-    last: dict[int, int] = {}  # tensor -> position of the latest event of its current instance
+    last: dict[Copy, int] = {}  # copy -> position of the latest event of its current instance
     spans = []
-    for position, op in enumerate(order.tolist()):
-        for t in graph.inputs(op).tolist():
-            if last.get(t, step) < step < position:
-                spans.append((t, position))
-            last[t] = position
-        for t in graph.outputs(op).tolist():
-            last[t] = position
+    for position, (reads, makes) in enumerate(events):
+        for copy in reads:
+            if copy[1] == device and last.get(copy, step) < step < position:
+                spans.append((copy[0], position))
+            last[copy] = position
+        for copy in makes:
+            last[copy] = position
     return spans
 
 
-def _uses(graph: Graph, order: np.ndarray) -> dict[int, tuple[list[int], list[int]]]:
-    """Per tensor: (positions that make it, positions that read it) in `order`, ascending."""
-    uses: dict[int, tuple[list[int], list[int]]] = {}
-    for position, op in enumerate(order.tolist()):
-        for t in graph.inputs(op).tolist():
-            uses.setdefault(t, ([], []))[1].append(position)
-        for t in graph.outputs(op).tolist():
-            uses.setdefault(t, ([], []))[0].append(position)
+def _uses(events: list[tuple[list[Copy], list[Copy]]]) -> dict[Copy, tuple[list[int], list[int]]]:
+    """Per copy: (positions that make it, positions that read it), ascending."""
+    uses: dict[Copy, tuple[list[int], list[int]]] = {}
+    for position, (reads, makes) in enumerate(events):
+        for copy in reads:
+            uses.setdefault(copy, ([], []))[1].append(position)
+        for copy in makes:
+            uses.setdefault(copy, ([], []))[0].append(position)
     return uses
 
 
-def _read_on(uses: dict[int, tuple[list[int], list[int]]], t: int, position: int) -> bool:
-    """Whether the instance of t current at `position` is read there or later anyway."""
-    makes, reads = uses.get(t, ([], []))
+def _read_on(uses: dict[Copy, tuple[list[int], list[int]]], copy: Copy, position: int) -> bool:
+    """Whether the instance of `copy` current at `position` is read there or later anyway."""
+    makes, reads = uses.get(copy, ([], []))
     made = bisect.bisect_left(makes, position)
     next_made = makes[made] if made < len(makes) else math.inf
     read = bisect.bisect_left(reads, position)
@@ -167,25 +199,28 @@ def _read_on(uses: dict[int, tuple[list[int], list[int]]], t: int, position: int
 
 def _remake(
     graph: Graph,
-    uses: dict[int, tuple[list[int], list[int]]],
+    placement: np.ndarray,
+    uses: dict[Copy, tuple[list[int], list[int]]],
     t: int,
     before: int,
     depth: int,
     can: np.ndarray,
 ) -> list[int]:
-    """The ops that make t again just before `before`, inputs' producers first.
+    """The ops that make t again on its producer's device just before `before`, inputs first.
 
-    An input that nothing reads at or after `before` would be kept alive until then only to
-    be read again; it is made again too (up to `depth` producers back) when it can be.
+    An input on the same device that nothing reads at or after `before` would be kept alive
+    until then only to be read again; it is made again too (up to `depth` producers back) when
+    it can be.
     """
     producer = int(graph.tensor_producer[t])
+    device = int(placement[producer])
     ops: list[int] = []
     if depth > 0:
         for u in graph.inputs(producer).tolist():
-            if can[u] and not _read_on(uses, u, before):
-                ops += [
-                    op for op in _remake(graph, uses, u, before, depth - 1, can) if op not in ops
-                ]
+            home = int(placement[graph.tensor_producer[u]])
+            if home == device and can[u] and not _read_on(uses, (u, device), before):
+                chain = _remake(graph, placement, uses, u, before, depth - 1, can)
+                ops += [op for op in chain if op not in ops]
     return [*ops, producer]
 
 
@@ -197,57 +232,78 @@ def greedy_recompute(
     candidates: int = 32,
     max_rounds: int = 1_000,
     seconds: float = math.inf,
+    machine: Machine | None = None,
+    placement: np.ndarray | None = None,
 ) -> tuple[Solution, int]:
-    """Lowers a one-device schedule's peak by recomputing what lies idle across the peak step.
+    """Lowers a schedule's peak by making again what lies idle across the peak step.
 
-    DTR's rule (Kirisame et al., ICLR 2021) made offline: at the peak step, every resident
-    tensor that the step does not read is a candidate, ranked by size / its producer's seconds
-    (DTR evicts the lowest cost / (size x staleness)). The `candidates` best are each tried by
-    running the producer again just before the tensor's next read, alone and with the producers
-    of what it reads that would otherwise be kept alive only for it (`_remake`, up to
-    `CHAIN_DEPTH` back: a chain of activations comes back as Chen's segments do). Each try is
-    scored exactly; the one that lowers the peak most is kept, then the one that leaves the
-    fewest steps at the peak (a peak several steps share comes down one step at a time), then
-    the fewest seconds. Rounds repeat until no try lowers the peak or its step count, the
-    recomputed seconds would pass `max_overhead` x the step's seconds, or the peak fits
+    DTR's rule (Kirisame et al., ICLR 2021) made offline: at the peak step, every instance on
+    the peak's device that the step does not read is a candidate, ranked by size / the seconds
+    to make it again (DTR evicts the lowest cost / (size x staleness)). The `candidates` best
+    are each tried just before the next read: a copy on its producer's device by running the
+    producer again, alone and with the producers of what it reads that would otherwise be kept
+    alive only for it (`_remake`, up to `CHAIN_DEPTH` back: a chain of activations comes back
+    as Chen's segments do); a copy transferred to another device by transferring it again.
+    Each try is scored exactly; the one that lowers the peak most is kept, then the one that
+    leaves the fewest steps at the peak (a peak several steps share comes down one step at a
+    time), then the shortest makespan. Rounds repeat until no try lowers the peak or its step
+    count, the makespan would pass (1 + `max_overhead`) x the start's, or the peak fits
     `capacity`.
 
     Args:
         graph: the graph.
-        order: a valid one-device order (op codes; it may recompute already).
-        max_overhead: most recomputed seconds, as a fraction of the sum of op runtimes.
+        order: a valid order of event codes on `placement` (it may recompute already).
+        max_overhead: most extra makespan, as a fraction of the start's (on one device without
+            recomputation: of the sum of op runtimes).
         capacity: stop once the peak is at most this many bytes.
-        candidates: tensors tried per round.
+        candidates: copies tried per round.
         max_rounds: most recomputations added.
         seconds: no round starts after this many seconds.
+        machine: the machine (default: one device, free transfers).
+        placement: [n_ops] device of each op (default: every op on device 0).
 
     Returns:
         (the solution, evaluations made).
     """
+    machine = Machine(n_devices=1) if machine is None else machine
+    d = machine.n_devices
+    placement = np.zeros(graph.n_ops, np.int32) if placement is None else placement
+    placement = np.ascontiguousarray(placement, dtype=np.int32)
     order = np.asarray(order, dtype=np.int64)
-    limit = math.inf if math.isinf(max_overhead) else graph.total_runtime * (1 + max_overhead)
-    peak, makespan, trace = _trace(graph, order)
+    peak, makespan, trace = _trace(graph, machine, placement, order)
     at_peak = int((trace == peak).sum())
+    limit = makespan * (1 + max_overhead) if math.isfinite(max_overhead) else math.inf
     evaluations = 1
     held = graph.tensor_persistent | graph.tensor_output
     can = ~held & graph.op_recomputable[graph.tensor_producer]
+    home = placement[graph.tensor_producer]
+    cost = np.where(
+        can, graph.op_runtime[graph.tensor_producer], graph.tensor_size / machine.bandwidth
+    )
     deadline = time.perf_counter() + seconds
     for _ in range(max_rounds):
         if (capacity is not None and peak <= capacity) or time.perf_counter() > deadline:
             break
-        spans = [(t, b) for t, b in _idle_spans(graph, order, int(np.argmax(trace))) if can[t]]
-        producer_time = graph.op_runtime[graph.tensor_producer]
-        spans.sort(key=lambda s: -graph.tensor_size[s[0]] / max(producer_time[s[0]], 1e-12))
-        uses = _uses(graph, order)
-        moves = {
-            (before, tuple(_remake(graph, uses, t, before, depth, can)))
-            for t, before in spans[:candidates]
-            for depth in (0, CHAIN_DEPTH)
-        }
+        events = _events(graph, placement, order, d)
+        step, device = _peak_step(graph, placement, order, trace, d)
+        spans = [
+            (t, before)
+            for t, before in _idle_spans(events, step, device)
+            if (can[t] if device == home[t] else True)
+        ]
+        spans.sort(key=lambda s: -graph.tensor_size[s[0]] / max(cost[s[0]], 1e-12))
+        uses = _uses(events)
+        moves = set()
+        for t, before in spans[:candidates]:
+            if device != home[t]:  # a transferred copy: transfer it again
+                moves.add((before, (graph.n_ops + t * d + device,)))
+                continue
+            for depth in (0, CHAIN_DEPTH):
+                moves.add((before, tuple(_remake(graph, placement, uses, t, before, depth, can))))
         best = None
-        for before, ops in sorted(moves):
-            tried = np.insert(order, before, ops)
-            new_peak, new_makespan, new_trace = _trace(graph, tried)
+        for before, codes in sorted(moves):
+            tried = np.insert(order, before, codes)
+            new_peak, new_makespan, new_trace = _trace(graph, machine, placement, tried)
             evaluations += 1
             key = (new_peak, int((new_trace == new_peak).sum()), new_makespan)
             if new_makespan > limit * (1 + 1e-12) or key[:2] >= (peak, at_peak):
@@ -257,10 +313,6 @@ def greedy_recompute(
         if best is None:
             break
         (peak, at_peak, makespan), trace, order = best
-    solution = Solution(
-        placement=np.zeros(graph.n_ops, dtype=np.int32),
-        order=order,
-        n_devices=1,
-        remat=order.shape[0] > graph.n_ops,
-    )
+    repeated = np.unique(order).shape[0] < order.shape[0]
+    solution = Solution(placement=placement, order=order, n_devices=d, remat=repeated)
     return solution, evaluations
