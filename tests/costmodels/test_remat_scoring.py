@@ -150,3 +150,5 @@ def test_remat_round_trips_and_is_checked() -> None:
     fused = replace(again, fusion=np.array([-1, -1, 0, 0, -1]))
     with pytest.raises(SolutionError, match="cannot have fusion groups yet"):
         Scorer(graph, Machine(1)).score(fused)
+    with pytest.raises(SolutionError, match="cannot have fusion groups yet"):
+        Scorer(graph, Machine(1)).evaluate(fused.placement, fused.order, fused.fusion, True)

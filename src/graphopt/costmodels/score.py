@@ -22,6 +22,11 @@ from graphopt.ir.graph import Graph
 from graphopt.ir.solution import MAX_GROUP_OPS, Solution
 from graphopt.limits import MAX_COPIES
 
+REMAT_WITH_FUSION = (
+    "a solution that recomputes (remat) cannot have fusion groups yet (docs/format.md section "
+    "15): drop the groups or the recomputation"
+)
+
 
 def speedup(total_runtime: float, makespan: float) -> float:
     """Sum of op runtimes / makespan (paper 004); 1.0 for an empty or all-zero schedule."""
@@ -125,6 +130,9 @@ class Scorer:
         peak = np.zeros(self.machine.n_devices, dtype=np.int64)
         placement = np.ascontiguousarray(placement, dtype=np.int32)
         order = np.ascontiguousarray(order, dtype=np.int64)
+        grouped = fusion is not None and fusion.size > 0 and fusion.max() >= 0
+        if remat and grouped:
+            raise SolutionError(REMAT_WITH_FUSION)
         if remat:
             violation, where, detail, makespan = _remat.score_remat(
                 self.graph.arrays,
@@ -135,7 +143,7 @@ class Scorer:
                 peak,
                 np.empty((0, 2), dtype=np.int64),
             )
-        elif fusion is None or not fusion.size or fusion.max() < 0:
+        elif not grouped:
             violation, where, detail, makespan = _kernels.score_solution(
                 self.graph.arrays, self.machine.arrays, placement, order, peak
             )
@@ -267,10 +275,7 @@ def check_shapes(graph: Graph, solution: Solution, machine: Machine) -> None:
             f"placement has {solution.placement.shape[0]} entries for {graph.n_ops} ops"
         )
     if solution.remat and solution.n_groups:
-        raise SolutionError(
-            "a solution that recomputes (remat) cannot have fusion groups yet (docs/format.md "
-            "section 15): drop the groups or the recomputation"
-        )
+        raise SolutionError(REMAT_WITH_FUSION)
     if solution.fusion is not None and solution.fusion.shape[0] != graph.n_ops:
         raise SolutionError(
             f"fusion has {solution.fusion.shape[0]} group ids for {graph.n_ops} ops"

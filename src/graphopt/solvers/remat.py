@@ -1,14 +1,17 @@
-"""Recomputation baselines on one device: what a user gets today without a search.
+"""Recomputation (docs/format.md section 15): the baseline users know, and the `--remat` greedy.
 
-`checkpoint_segments` is Chen et al.'s sqrt(n) checkpointing (arXiv 1604.06174), written for any
-graph rather than a chain: split the program order into segments. A tensor that the next segment
-reads (it crosses a segment boundary: a checkpoint), one read only by the segment that made it,
-and one whose producer may not run again are kept as usual. Any other is freed after its own
-segment, and its producer runs again, after whatever it needs that was freed too, just before
-the first op of each later segment that reads it. On a training step
-that is `torch.utils.checkpoint` around every segment of the forward pass: each checkpointed
-activation is recomputed once, at its backward. `segment_sweep` tries several segment lengths,
-which trades peak memory against the recomputed seconds.
+`checkpoint_segments` is Chen et al.'s sqrt(n) checkpointing (arXiv 1604.06174) on one device,
+written for any graph rather than a chain: split the program order into segments. A tensor that
+the next segment reads (it crosses a segment boundary: a checkpoint), one read only by the
+segment that made it, and one whose producer may not run again are kept as usual. Any other is
+freed after its own segment, and its producer runs again, after whatever it needs that was freed
+too, just before the first op of each later segment that reads it. On a training step that is
+`torch.utils.checkpoint` around every segment of the forward pass: each checkpointed activation
+is recomputed once, at its backward. `segment_sweep` tries several segment lengths, which trades
+peak memory against the recomputed seconds.
+
+`greedy_recompute` searches instead, on any placement: it makes again, one try scored exactly at
+a time, what lies idle across the peak step.
 """
 
 from __future__ import annotations
