@@ -69,10 +69,9 @@ def read_solution_for(path: str | Path, capture: Capture) -> Solution:
                 "it was made for another graph or another capture of the model"
             )
     try:
-        solution = solution_from_json(document, capture.graph)
+        return solution_from_json(document, capture.graph)
     except SolutionError as error:
         raise SolutionError(f"{path}: {error}") from None
-    return solution
 
 
 def check_one_device(solution: Solution, model: str = "MODEL", path: str = "SOLUTION") -> None:
