@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from costmodels.test_remat_scoring import _big_activation
@@ -52,6 +52,7 @@ def _every_schedule(graph: Graph) -> list[tuple[int, int]]:
 
 @settings(max_examples=120, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.sampled_from([0.0, 0.3, math.inf]))
+@example(6088, 2, math.inf)  # CP-SAT reported the optimum as 246000122.99999997
 def test_the_model_finds_the_exhaustive_optimum(seed, n_ops, overhead) -> None:
     graph = random_graph(np.random.default_rng(seed), n_ops, 0.6)
     every = _every_schedule(graph)

@@ -168,9 +168,10 @@ def exact_recompute(
     solver.parameters.random_seed = seed
     status = solver.solve(model)
     optimal = status in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+    # The objective is integral, but CP-SAT reports it as a float a hair off (x.99999997).
+    bound = math.ceil(solver.best_objective_bound - 1e-6)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        bound = math.inf if status == cp_model.INFEASIBLE else solver.best_objective_bound
-        return ExactRemat(None, None, bound, optimal)
+        return ExactRemat(None, None, math.inf if status == cp_model.INFEASIBLE else bound, optimal)
     executions = sorted(
         (solver.value(start[v, k]), v) for v in range(n) for k in range(runs[v])
         if solver.value(present[v, k])
@@ -179,7 +180,6 @@ def exact_recompute(
     solution = Solution(
         placement=np.zeros(n, dtype=np.int32), order=order, n_devices=1, remat=order.shape[0] > n
     )
-    bound = solver.best_objective_bound
     if capacity is None:  # the objective's peak part
-        bound = persistent + math.floor(bound / (sum(units) * copies + 1))
+        bound = persistent + bound // (sum(units) * copies + 1)
     return ExactRemat(solution, persistent + solver.value(peak), bound, optimal)
