@@ -115,11 +115,11 @@ Copy = tuple[int, int]
 
 def _trace(
     graph: Graph, machine: Machine, placement: np.ndarray, order: np.ndarray
-) -> tuple[int, float, np.ndarray]:
-    """(peak, makespan, [n_events, 2] memory at every step) of a valid recomputing solution."""
+) -> tuple[int, float, np.ndarray] | None:
+    """(peak, makespan, [n_events, 2] memory per step) of a solution; None when it is invalid."""
     peak = np.zeros(machine.n_devices, dtype=np.int64)
     trace = np.full((order.shape[0], 2), -1, dtype=np.int64)
-    violation, where, _, makespan = score_remat(
+    violation, _, _, makespan = score_remat(
         graph.arrays,
         machine.arrays,
         placement,
@@ -129,7 +129,7 @@ def _trace(
         trace,
     )
     if violation:
-        raise ValueError(f"greedy_recompute made an invalid order (rule {violation} at {where})")
+        return None
     return int(peak.max(initial=0)), float(makespan), trace
 
 
@@ -161,22 +161,28 @@ def _events(
     return events
 
 
-def _idle_spans(events: list[tuple[list[Copy], list[Copy]]], step: int, device: int) -> list:
-    """(tensor, next read) of every instance on `device` resident across `step` unread there.
+def _idle_spans(
+    events: list[tuple[list[Copy], list[Copy]]], step: int, device: int
+) -> list[tuple[int, int, int]]:
+    """(tensor, next read, made) of every instance on `device` resident across `step` unread.
 
     An instance is made at one event and read at later ones; a span between two of its
     consecutive events (made or read) that contains `step` is idle there. Making it again just
-    before the next read frees it across the span (section 15).
+    before the next read frees it across the span (section 15). `made` is the position of the
+    event that made the instance when nothing read it before the span, else -1: that event may
+    then move to the next read instead, at no extra seconds.
     """
     last: dict[Copy, int] = {}  # copy -> position of the latest event of its current instance
+    made: dict[Copy, int] = {}  # copy -> position that made its current instance, until read
     spans = []
     for position, (reads, makes) in enumerate(events):
         for copy in reads:
             if copy[1] == device and last.get(copy, step) < step < position:
-                spans.append((copy[0], position))
+                spans.append((copy[0], position, made.get(copy, -1)))
             last[copy] = position
+            made.pop(copy, None)
         for copy in makes:
-            last[copy] = position
+            last[copy] = made[copy] = position
     return spans
 
 
@@ -246,7 +252,9 @@ def greedy_recompute(
     are each tried just before the next read: a copy on its producer's device by running the
     producer again, alone and with the producers of what it reads that would otherwise be kept
     alive only for it (`_remake`, up to `CHAIN_DEPTH` back: a chain of activations comes back
-    as Chen's segments do); a copy transferred to another device by transferring it again.
+    as Chen's segments do); a copy transferred to another device by transferring it again. An
+    instance nothing has read yet is also tried with the event that made it moved to the read
+    (an order move, at no extra seconds; skipped when it leaves the order invalid).
     Each try is scored exactly; the one that lowers the peak most is kept, then the one that
     leaves the fewest steps at the peak (a peak several steps share comes down one step at a
     time), then the shortest makespan. Rounds repeat until no try lowers the peak or its step
@@ -273,7 +281,10 @@ def greedy_recompute(
     placement = np.zeros(graph.n_ops, np.int32) if placement is None else placement
     placement = np.ascontiguousarray(placement, dtype=np.int32)
     order = np.asarray(order, dtype=np.int64)
-    peak, makespan, trace = _trace(graph, machine, placement, order)
+    start = _trace(graph, machine, placement, order)
+    if start is None:
+        raise ValueError("greedy_recompute: the order is not a valid solution on the placement")
+    peak, makespan, trace = start
     at_peak = int((trace == peak).sum())
     limit = makespan * (1 + max_overhead) if math.isfinite(max_overhead) else math.inf
     evaluations = 1
@@ -289,25 +300,32 @@ def greedy_recompute(
             break
         events = _events(graph, placement, order, d)
         step, device = _peak_step(graph, placement, order, trace, d)
-        spans = [
-            (t, before)
-            for t, before in _idle_spans(events, step, device)
-            if (can[t] if device == home[t] else True)
-        ]
+        idle = _idle_spans(events, step, device)
+        spans = [s for s in idle if (can[s[0]] if device == home[s[0]] else True)]
         spans.sort(key=lambda s: -graph.tensor_size[s[0]] / max(cost[s[0]], 1e-12))
         uses = _uses(events)
         moves = set()
-        for t, before in spans[:candidates]:
+        for t, before, _ in spans[:candidates]:
             if device != home[t]:  # a transferred copy: transfer it again
-                moves.add((before, (graph.n_ops + t * d + device,)))
+                moves.add((before, (graph.n_ops + t * d + device,), -1))
                 continue
             for depth in (0, CHAIN_DEPTH):
-                moves.add((before, tuple(_remake(graph, placement, uses, t, before, depth, can))))
+                chain = tuple(_remake(graph, placement, uses, t, before, depth, can))
+                moves.add((before, chain, -1))
+        # An instance nothing read yet: its event moves to the read (no extra seconds).
+        deferred = sorted({(before, made) for _, before, made in idle if made >= 0})
+        moves.update((before, (int(order[made]),), made) for before, made in deferred[:candidates])
         best = None
-        for before, codes in sorted(moves):
-            tried = np.insert(order, before, codes)
-            new_peak, new_makespan, new_trace = _trace(graph, machine, placement, tried)
+        for before, codes, made in sorted(moves):
+            if made >= 0:
+                tried = np.insert(np.delete(order, made), before - 1, codes)
+            else:
+                tried = np.insert(order, before, codes)
+            traced = _trace(graph, machine, placement, tried)
             evaluations += 1
+            if traced is None:
+                continue
+            new_peak, new_makespan, new_trace = traced
             key = (new_peak, int((new_trace == new_peak).sum()), new_makespan)
             if new_makespan > limit * (1 + 1e-12) or key[:2] >= (peak, at_peak):
                 continue
