@@ -444,6 +444,21 @@ def test_remat_exact(tmp_path: Path) -> None:
     assert float(row["greedy_gap"]) == pytest.approx(100 * (greedy / known - 1), abs=0.01)
 
 
+def test_remat_devices(tmp_path: Path) -> None:
+    out = tmp_path / "devices"
+    run_script(
+        "remat_devices.py", "--models", "gpt2-tiny", "--batch", "4", "--devices", "2",
+        "--evaluations", "200", "--out", out,
+    )  # fmt: skip
+    with (out / "runs.csv").open() as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert (row["model"], row["devices"]) == ("gpt2-tiny-x4", "2")
+    best, remat = int(row["best"]), int(row["remat"])
+    assert int(row["bound"]) <= remat <= best and int(row["again"]) >= 0
+    assert float(row["lower"]) == pytest.approx(100 * (remat / best - 1), abs=0.01)
+    assert float(row["longer"]) <= 20 + 1e-6
+
+
 def test_learned_vs_auto(tmp_path: Path) -> None:
     out = tmp_path / "lva"
     run_script(
