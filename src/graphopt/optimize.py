@@ -267,7 +267,7 @@ def _recomputed(
         placement=placement,
     )
     before = result.score
-    if not solution.remat:
+    if np.array_equal(solution.order, order):  # nothing lowered the peak
         within = f" within {limit:.0%} more seconds" if math.isfinite(limit) else ""
         return _noted(result, f"remat: no recomputation{within} lowers the peak")
     score = problem.scorer.score(solution)

@@ -113,6 +113,8 @@ def test_greedy_recompute_is_valid_never_raises_the_peak_and_keeps_its_overhead(
     assert score.peak_memory <= start.peak_memory and evaluations >= 1
     if math.isfinite(overhead):
         assert score.makespan <= graph.total_runtime * (1 + overhead) * (1 + 1e-9)
+    if score.peak_memory == start.peak_memory:  # no peak lowered: the start comes back as it was
+        assert solution.order.tolist() == graph.topological_order.tolist()
 
 
 @settings(max_examples=300, deadline=None)
@@ -131,6 +133,22 @@ def test_greedy_recompute_on_many_devices_is_valid_and_never_raises_the_peak(
     assert score.peak_memory <= before.peak_memory
     if math.isfinite(overhead):
         assert score.makespan <= before.makespan * (1 + overhead) * (1 + 1e-9)
+    if score.peak_memory == before.peak_memory:
+        assert solution.order.tolist() == start.order.tolist()
+
+
+def test_a_peak_the_greedy_cannot_lower_leaves_the_schedule_as_it_was() -> None:
+    """Two steps share the peak, 3,020 B: c (A kept beside 2,000 B of scratch), which running a
+    again before d lowers, and e (3,000 B of scratch), which nothing lowers. The greedy takes
+    the first step down, but the peak stays: it must not pay the extra second for nothing."""
+    graph = Graph.from_arrays(
+        "plateau", ["x", "a", "b", "c", "d", "e"], np.ones(6), ["X", "A", "B", "C", "D", "E"],
+        [1, 1000, 10, 10, 10, 10], [0, 1, 2, 3, 4, 5], [0, 1, 3, 4, 5, 6, 6], [1, 2, 4, 3, 4, 5],
+        op_temp_memory=[0, 0, 0, 2000, 0, 3000], tensor_output=[False] * 5 + [True],
+    )  # fmt: skip
+    solution, evaluations = greedy_recompute(graph, np.arange(6))
+    assert evaluations > 1 and not solution.remat
+    assert solution.order.tolist() == list(range(6))
 
 
 def test_a_remote_copy_is_transferred_again_instead_of_kept() -> None:

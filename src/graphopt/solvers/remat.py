@@ -259,7 +259,9 @@ def greedy_recompute(
     leaves the fewest steps at the peak (a peak several steps share comes down one step at a
     time), then the shortest makespan. Rounds repeat until no try lowers the peak or its step
     count, the makespan would pass (1 + `max_overhead`) x the start's, or the peak fits
-    `capacity`.
+    `capacity`. The schedule returned is the one with the lowest peak met on the way, at its
+    fewest seconds: rounds that only thinned the steps at a peak they could not lower are
+    dropped, so the start comes back unchanged when nothing lowered its peak.
 
     Args:
         graph: the graph.
@@ -294,6 +296,7 @@ def greedy_recompute(
     cost = np.where(
         can, graph.op_runtime[graph.tensor_producer], graph.tensor_size / machine.bandwidth
     )
+    kept = (peak, makespan, order)  # the lowest peak so far, at the fewest seconds
     deadline = time.perf_counter() + seconds
     for _ in range(max_rounds):
         if (capacity is not None and peak <= capacity) or time.perf_counter() > deadline:
@@ -334,6 +337,9 @@ def greedy_recompute(
         if best is None:
             break
         (peak, at_peak, makespan), trace, order = best
+        if (peak, makespan) < kept[:2]:
+            kept = (peak, makespan, order)
+    order = kept[2]
     repeated = np.unique(order).shape[0] < order.shape[0]
     solution = Solution(placement=placement, order=order, n_devices=d, remat=repeated)
     return solution, evaluations
